@@ -1,0 +1,786 @@
+"""AsyncStateStore: the asyncio store.
+
+This file is the source of truth for both stores: ``sync.py`` (``StateStore``) is generated from it by
+``tools/gen_sync.py``, and CI checks that the two have not drifted. Everything here is I/O plumbing and
+one-line methods; what each operation does lives once in :mod:`pgagentstate.ops`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
+
+from .codec import DEFAULT_LIMITS, Limits, check_id
+from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .errors import translate
+from .models import Conversation, Event, LedgerEntry, Memory, NewEvent, StateDoc, StateRef, Step
+from .ops import conversations as conv_ops
+from .ops import events as event_ops
+from .ops import ledger as ledger_ops
+from .ops import memory as memory_ops
+from .ops import migrations as migration_ops
+from .ops import scratchpad as scratch_ops
+from .ops import state as state_ops
+from .ops import turn as turn_ops
+from .ops import workflow as workflow_ops
+from .ops.base import Call, Ctx, Op, Sleep, Stmt, Tx
+from .queries import query, with_schema
+
+T = TypeVar("T")
+
+_NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
+
+ConnectionLike = str | AsyncConnection[Any] | AsyncConnectionPool[Any] | None
+
+
+async def _check_idle(conn: AsyncConnection[Any]) -> None:
+    if idle_connection_is_dead(conn):
+        raise psycopg.OperationalError("connection was closed by the server while idle")
+
+
+class _AsyncSource:
+    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection."""
+
+    def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
+        self.pool: AsyncConnectionPool[Any] | None = None
+        self.conn: AsyncConnection[Any] | None = None
+        self.owned = False
+        self._opened = False
+        # A single connection runs one transaction at a time; a pool needs no lock at all.
+        self._conn_lock = asyncio.Lock()
+        self._open_lock = asyncio.Lock()
+        if isinstance(conn, AsyncConnectionPool):
+            self.pool = conn
+            self._opened = True
+        elif isinstance(conn, AsyncConnection):
+            self.conn = conn
+        else:
+            self.pool = AsyncConnectionPool(
+                resolve_dsn(conn),
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                kwargs=pool_kwargs(pgbouncer=pgbouncer),
+                check=_check_idle,
+                name="pgagentstate",
+            )
+            self.owned = True
+
+    @asynccontextmanager
+    async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
+        if self.pool is None:
+            assert self.conn is not None
+            async with self._conn_lock:
+                yield self.conn
+            return
+        if not self._opened:
+            async with self._open_lock:
+                if not self._opened:
+                    await self.pool.open()
+                    self._opened = True
+        async with self.pool.connection() as conn:
+            yield conn
+
+    async def close(self) -> None:
+        if self.owned and self.pool is not None:
+            await self.pool.close()
+
+
+async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
+    if stmt.fetch == "all":
+        return await cur.fetchall()
+    if stmt.fetch == "one":
+        return await cur.fetchone()
+    if stmt.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+class AsyncStateStore:
+    """Durable agent state on Postgres: conversations, event log, versioned state, workflow steps,
+    idempotent side effects, long-term memory and scratch_ops.
+
+    ``conn`` is a DSN, a psycopg ``AsyncConnection``, a psycopg_pool ``AsyncConnectionPool`` or None
+    (then ``$PGAGENTSTATE_DSN``, ``$DATABASE_URL``, or an embedded Postgres). A DSN gets a pool owned by
+    the store and closed by :meth:`close`. ``tenant`` scopes every read and write. ``tenant_isolation``
+    sets ``pgagentstate.tenant`` in every transaction for row-level security (needed when the database
+    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements.
+    """
+
+    def __init__(
+        self,
+        conn: ConnectionLike = None,
+        *,
+        tenant: str = "default",
+        schema: str = "pgagentstate",
+        limits: Limits | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        pgbouncer: bool = False,
+        tenant_isolation: bool = False,
+    ) -> None:
+        self._limits = limits or DEFAULT_LIMITS
+        self._tenant = check_id(tenant, "tenant", self._limits)
+        self._schema = check_id(schema, "schema", self._limits)
+        self._pgbouncer = pgbouncer
+        self._isolation = tenant_isolation
+        self._source = _AsyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+        self._ctx = Ctx(tenant=self._tenant, limits=self._limits)
+
+    @classmethod
+    @asynccontextmanager
+    async def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> AsyncIterator[AsyncStateStore]:
+        """``async with AsyncStateStore.from_conn_string(dsn) as store:`` — a store with its own pool."""
+        store = cls(conn_string, **kwargs)
+        try:
+            yield store
+        finally:
+            await store.close()
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    def with_tenant(self, tenant: str) -> AsyncStateStore:
+        """A store for another tenant that shares this store's connections."""
+        clone = copy.copy(self)
+        clone._tenant = check_id(tenant, "tenant", self._limits)
+        clone._ctx = Ctx(tenant=clone._tenant, limits=self._limits)
+        return clone
+
+    async def close(self) -> None:
+        """Close the pool if the store created it (a pool or connection passed in stays open)."""
+        await self._source.close()
+
+    async def __aenter__(self) -> AsyncStateStore:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    # --- running operations -------------------------------------------------------------------------
+
+    async def run(self, op: Op[T]) -> T:
+        """Run an operation generator (see :mod:`pgagentstate.ops`) to completion."""
+        held: AsyncExitStack | None = None
+        held_conn: AsyncConnection[Any] | None = None
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    cmd = op.throw(error) if error is not None else op.send(result)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                result, error = None, None
+                try:
+                    if isinstance(cmd, Tx):
+                        if held is None and cmd.hold:
+                            held = AsyncExitStack()
+                            held_conn = await held.enter_async_context(self._source.connection())
+                            await held.enter_async_context(held_conn.transaction())
+                            await self._prelude(held_conn)
+                        if held is not None:
+                            assert held_conn is not None
+                            result = await self._execute(held_conn, cmd.stmts)
+                            if not cmd.hold:
+                                done, held = held, None
+                                await done.aclose()  # commits
+                        else:
+                            async with self._source.connection() as conn:
+                                result = await self._execute_tx(conn, cmd.stmts)
+                    elif isinstance(cmd, Call):
+                        result = cmd.fn(*cmd.args)
+                        if inspect.isawaitable(result):
+                            result = await result  # sync: raise TypeError(_NEEDS_PLAIN_FUNCTION)
+                    elif isinstance(cmd, Sleep):
+                        await asyncio.sleep(cmd.seconds)
+                    else:  # pragma: no cover - a programming error in an operation
+                        raise TypeError(f"unknown command {cmd!r}")
+                except Exception as exc:
+                    if held is not None:
+                        done, held = held, None
+                        await done.__aexit__(type(exc), exc, exc.__traceback__)  # rolls back
+                    error = translate(exc) if isinstance(exc, psycopg.Error) else exc
+                    if error is not exc:
+                        error.__cause__ = exc
+        finally:
+            if held is not None:
+                stop_exc = RuntimeError("operation abandoned")
+                await held.__aexit__(RuntimeError, stop_exc, None)
+            op.close()
+
+    async def _prelude(self, conn: AsyncConnection[Any]) -> None:
+        if self._isolation:
+            await conn.execute(query("set_tenant", self._schema), {"tenant": self._tenant}, prepare=self._prepare)
+
+    @property
+    def _prepare(self) -> bool | None:
+        return False if self._pgbouncer else None
+
+    async def _execute_tx(self, conn: AsyncConnection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
+        """Run ``stmts`` as one transaction: one round trip when the statements can be pipelined."""
+        if len(stmts) == 1 and conn.autocommit and not self._isolation and stmts[0].script is None:
+            return [await self._one(conn, stmts[0])]
+        if all(s.script is None for s in stmts):
+            async with conn.pipeline(), conn.transaction():
+                await self._prelude(conn)
+                cursors = [await self._send(conn, s) for s in stmts]
+            return [await _fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
+        async with conn.transaction():
+            await self._prelude(conn)
+            return await self._execute(conn, stmts)
+
+    async def _execute(self, conn: AsyncConnection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
+        """Run ``stmts`` inside the transaction already open on ``conn``."""
+        if len(stmts) > 1 and all(s.script is None for s in stmts):
+            async with conn.pipeline():
+                cursors = [await self._send(conn, s) for s in stmts]
+            return [await _fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
+        return [await self._one(conn, s) for s in stmts]
+
+    async def _send(self, conn: AsyncConnection[Any], stmt: Stmt) -> psycopg.AsyncCursor[Any]:
+        if stmt.script is not None:
+            return await conn.execute(with_schema(stmt.script, self._schema))
+        params = {"tenant": self._tenant, **stmt.params}
+        return await conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare)
+
+    async def _one(self, conn: AsyncConnection[Any], stmt: Stmt) -> Any:
+        return await _fetch(await self._send(conn, stmt), stmt)
+
+    # --- schema --------------------------------------------------------------------------------------
+
+    async def setup(self) -> list[int]:
+        """Create or upgrade the schema (safe to call from many processes at once). Returns the
+        migration versions applied by this call."""
+        return await self.run(migration_ops.migrate(self._schema))
+
+    async def migration_status(self) -> tuple[list[int], list[int]]:
+        """(applied, pending) migration versions."""
+        return await self.run(migration_ops.status(self._schema))
+
+    # --- conversations -------------------------------------------------------------------------------
+
+    async def create_conversation(
+        self,
+        conversation_id: str,
+        *,
+        app: str = "",
+        framework: str = "",
+        user_id: str = "",
+        channel: str = "",
+        status: str = "active",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken."""
+        return await self.run(
+            conv_ops.create(
+                self._ctx,
+                conversation_id,
+                ensure=False,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                channel=channel,
+                status=status,
+                metadata=metadata,
+            )
+        )
+
+    async def ensure_conversation(
+        self,
+        conversation_id: str,
+        *,
+        app: str = "",
+        framework: str = "",
+        user_id: str = "",
+        channel: str = "",
+        status: str = "active",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """Return the conversation, creating it with these fields if it does not exist."""
+        return await self.run(
+            conv_ops.create(
+                self._ctx,
+                conversation_id,
+                ensure=True,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                channel=channel,
+                status=status,
+                metadata=metadata,
+            )
+        )
+
+    async def get_conversation(self, conversation_id: str) -> Conversation | None:
+        return await self.run(conv_ops.get(self._ctx, conversation_id))
+
+    async def list_conversations(
+        self,
+        *,
+        app: str | None = None,
+        framework: str | None = None,
+        user_id: str | None = None,
+        status: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Conversation]:
+        """Conversations of this tenant, most recently updated first."""
+        return await self.run(
+            conv_ops.list_(
+                self._ctx,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                status=status,
+                updated_before=updated_before,
+                limit=limit,
+                offset=offset,
+            )
+        )
+
+    async def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> Conversation:
+        """Change status and/or merge metadata keys; with ``expected_version``, only from that version."""
+        return await self.run(
+            conv_ops.update(
+                self._ctx, conversation_id, status=status, metadata=metadata, expected_version=expected_version
+            )
+        )
+
+    async def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete a conversation and everything that belongs to it. False if it did not exist."""
+        return await self.run(conv_ops.delete(self._ctx, conversation_id))
+
+    # --- event log -----------------------------------------------------------------------------------
+
+    async def append_events(
+        self,
+        conversation_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
+        """Append events atomically, in order; already-stored event ids are skipped (idempotent)."""
+        return await self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq))
+
+    async def list_events(
+        self,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        after_seq: int | None = None,
+        since: datetime | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """The newest ``limit`` events (all if None), oldest first."""
+        return await self.run(
+            event_ops.list_(self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
+        )
+
+    async def pop_event(self, conversation_id: str) -> Event | None:
+        """Remove and return the newest event."""
+        return await self.run(event_ops.pop(self._ctx, conversation_id))
+
+    async def clear_events(self, conversation_id: str) -> int:
+        """Remove every event of the conversation; returns how many."""
+        return await self.run(event_ops.clear(self._ctx, conversation_id))
+
+    # --- state documents -----------------------------------------------------------------------------
+
+    async def get_state(self, ref: StateRef) -> StateDoc | None:
+        (doc,) = await self.run(state_ops.get_many(self._ctx, [ref]))
+        return doc
+
+    async def get_states(self, refs: Sequence[StateRef]) -> list[StateDoc | None]:
+        """Several documents in one round trip (e.g. session, user and app state)."""
+        return await self.run(state_ops.get_many(self._ctx, refs))
+
+    async def put_state(
+        self,
+        ref: StateRef,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> StateDoc:
+        """Replace a document. ``expected_version``: None = unconditional, 0 = must not exist, n = must be at
+        n; otherwise :class:`~pgagentstate.errors.VersionConflict`."""
+        return await self.run(
+            state_ops.write(self._ctx, ref, data, (), replace=True, expected_version=expected_version)
+        )
+
+    async def patch_state(
+        self,
+        ref: StateRef,
+        set: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
+        *,
+        expected_version: int | None = None,
+    ) -> StateDoc:
+        """Set and delete top-level keys, merged on the server: concurrent patches never lose each other."""
+        return await self.run(
+            state_ops.write(self._ctx, ref, set, delete, replace=False, expected_version=expected_version)
+        )
+
+    async def state_history(self, ref: StateRef, *, limit: int | None = None) -> list[StateDoc]:
+        """Every stored version of a document, newest first."""
+        return await self.run(state_ops.history(self._ctx, ref, limit=limit))
+
+    async def get_state_at(
+        self,
+        ref: StateRef,
+        *,
+        version: int | None = None,
+        at: datetime | None = None,
+    ) -> StateDoc | None:
+        """The document as it was at ``version`` or at time ``at``."""
+        found = await self.run(state_ops.history(self._ctx, ref, limit=1, version=version, at=at))
+        return found[0] if found else None
+
+    # --- turns ---------------------------------------------------------------------------------------
+
+    def turn(
+        self,
+        conversation_id: str,
+        *,
+        recent: int = 20,
+        state_name: str = "state",
+        create: bool = False,
+        **conversation_fields: Any,
+    ) -> AsyncTurn:
+        """``async with store.turn(cid) as t:`` — load, let the agent work, save atomically on exit."""
+        fields = None
+        if create:
+            fields = {
+                "app": "",
+                "framework": "",
+                "user_id": "",
+                "channel": "",
+                "status": "active",
+                "metadata": None,
+                **conversation_fields,
+            }
+        return AsyncTurn(self, conversation_id, recent=recent, state_name=state_name, create=fields)
+
+    @asynccontextmanager
+    async def conversation_lock(self, conversation_id: str, *, timeout: float | None = None) -> AsyncIterator[None]:
+        """Hold a lock on the conversation across processes for the duration of the block.
+
+        A transaction-level advisory lock in a transaction kept open on one pooled connection, so it works
+        behind PgBouncer in transaction mode. ``timeout`` (seconds) raises ConflictError when exceeded.
+        """
+        check_id(conversation_id, "conversation_id", self._limits)
+        async with self._source.connection() as conn:
+            try:
+                async with conn.transaction():
+                    await self._prelude(conn)
+                    if timeout is not None:
+                        await conn.execute(
+                            query("lock_timeout", self._schema),
+                            {"timeout": f"{max(1, int(timeout * 1000))}ms"},
+                            prepare=self._prepare,
+                        )
+                    await conn.execute(
+                        query("conversation_lock", self._schema),
+                        {"tenant": self._tenant, "id": conversation_id},
+                        prepare=self._prepare,
+                    )
+                    yield
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+
+    # --- workflow steps ------------------------------------------------------------------------------
+
+    async def start_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        *,
+        position: int = 0,
+        lease: float = 60.0,
+    ) -> Step:
+        """Mark a step in progress (attempts + 1); a completed step is returned untouched."""
+        return await self.run(
+            workflow_ops.start(self._ctx, conversation_id, workflow, step, position=position, lease=lease)
+        )
+
+    async def complete_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        result: Any = None,
+        *,
+        position: int = 0,
+    ) -> Step:
+        return await self.run(
+            workflow_ops.set_status(
+                self._ctx, conversation_id, workflow, step, "completed", result=result, position=position
+            )
+        )
+
+    async def fail_step(self, conversation_id: str, workflow: str, step: str, error: str, *, position: int = 0) -> Step:
+        return await self.run(
+            workflow_ops.set_status(
+                self._ctx, conversation_id, workflow, step, "failed", error=error, position=position
+            )
+        )
+
+    async def set_step_status(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        status: str,
+        *,
+        position: int = 0,
+    ) -> Step:
+        return await self.run(
+            workflow_ops.set_status(self._ctx, conversation_id, workflow, step, status, position=position)
+        )
+
+    async def get_workflow(self, conversation_id: str, workflow: str | None = None) -> list[Step]:
+        """The steps of one workflow (or all workflows) of a conversation, in order."""
+        return await self.run(workflow_ops.list_(self._ctx, conversation_id, workflow))
+
+    async def run_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        fn: Callable[[], Awaitable[T]] | Callable[[], T],
+        *,
+        position: int = 0,
+        lease: float = 60.0,
+    ) -> T:
+        """Run ``fn`` as a step unless it already completed (then return its recorded result)."""
+        result: T = await self.run(
+            workflow_ops.run(self._ctx, conversation_id, workflow, step, fn, position=position, lease=lease)
+        )
+        return result
+
+    # --- idempotency ledger --------------------------------------------------------------------------
+
+    async def run_once(
+        self,
+        key: str,
+        fn: Callable[[str], Awaitable[T]] | Callable[[str], T],
+        *,
+        api: str = "",
+        request: Any = None,
+        conversation_id: str | None = None,
+        lease: float = 30.0,
+        wait: float | None = None,
+    ) -> T:
+        """Run the side effect ``fn(key)`` at most once per key while it succeeds; replay its result after.
+
+        Pass ``key`` on to the external API as its idempotency key: a crash between the call and the
+        record re-sends the same key after the ``lease`` expires, and the API deduplicates.
+        """
+        result: T = await self.run(
+            ledger_ops.run_once(
+                self._ctx, key, fn, api=api, request=request, conversation_id=conversation_id, lease=lease, wait=wait
+            )
+        )
+        return result
+
+    async def get_ledger_entry(self, key: str) -> LedgerEntry | None:
+        return await self.run(ledger_ops.get(self._ctx, key))
+
+    async def list_ledger(self, *, conversation_id: str | None = None) -> list[LedgerEntry]:
+        return await self.run(ledger_ops.list_(self._ctx, conversation_id))
+
+    # --- long-term memory ----------------------------------------------------------------------------
+
+    async def put_memory(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        ttl: float | None = None,
+        user_id: str = "",
+        expected_version: int | None = None,
+    ) -> Memory:
+        """Store a memory item; ``ttl`` in seconds. ``expected_version`` as for :meth:`put_state`."""
+        return await self.run(
+            memory_ops.put(
+                self._ctx, namespace, key, value, ttl=ttl, user_id=user_id, expected_version=expected_version
+            )
+        )
+
+    async def get_memory(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> Memory | None:
+        return await self.run(memory_ops.get(self._ctx, namespace, key, refresh_ttl=refresh_ttl))
+
+    async def delete_memory(self, namespace: Sequence[str], key: str) -> bool:
+        return await self.run(memory_ops.delete(self._ctx, namespace, key))
+
+    async def search_memory(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+    ) -> list[Memory]:
+        """Items under a namespace prefix, filtered by value containment, ranked by full-text ``query``."""
+        return await self.run(
+            memory_ops.search(
+                self._ctx,
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                user_id=user_id,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        )
+
+    async def list_memory_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        return await self.run(
+            memory_ops.namespaces(
+                self._ctx, prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    # --- scratchpad ----------------------------------------------------------------------------------
+
+    async def put_scratch(self, conversation_id: str, key: str, value: Any, *, ttl: float | None = None) -> None:
+        await self.run(scratch_ops.put(self._ctx, conversation_id, key, value, ttl=ttl))
+
+    async def get_scratch(self, conversation_id: str, key: str) -> Any | None:
+        found = await self.run(scratch_ops.list_(self._ctx, conversation_id, key))
+        return found.get(key)
+
+    async def list_scratch(self, conversation_id: str) -> dict[str, Any]:
+        return await self.run(scratch_ops.list_(self._ctx, conversation_id))
+
+    async def delete_scratch(self, conversation_id: str, key: str) -> bool:
+        return await self.run(scratch_ops.delete(self._ctx, conversation_id, key))
+
+
+class AsyncTurn:
+    """One turn of a conversation: loaded on enter, saved atomically on a clean exit.
+
+    ``state`` is a plain dict to mutate; ``append`` queues events; ``set_status`` changes the
+    conversation's status. Nothing reaches the database until the block ends without an exception.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStateStore,
+        conversation_id: str,
+        *,
+        recent: int,
+        state_name: str,
+        create: Mapping[str, Any] | None,
+    ) -> None:
+        self._store = store
+        self._id = conversation_id
+        self._recent = recent
+        self._state_name = state_name
+        self._create = create
+        self._loaded: turn_ops.Loaded | None = None
+        self._original: dict[str, Any] = {}
+        self._new_events: list[NewEvent] = []
+        self._status: str | None = None
+        self.state: dict[str, Any] = {}
+        self.appended: list[Event] = []
+
+    @property
+    def conversation(self) -> Conversation:
+        if self._loaded is None:
+            raise RuntimeError("the turn is not loaded yet: use it as a context manager")
+        return self._loaded.conversation
+
+    @property
+    def events(self) -> list[Event]:
+        """The newest events loaded with the turn (not including the ones appended in it)."""
+        return self._loaded.events if self._loaded else []
+
+    @property
+    def state_version(self) -> int:
+        return self._loaded.state.version if self._loaded and self._loaded.state else 0
+
+    def append(self, payload: Any, *, kind: str = "message", author: str = "", event_id: str | None = None) -> None:
+        self._new_events.append(NewEvent(payload=payload, kind=kind, author=author, event_id=event_id))
+
+    def set_status(self, status: str) -> None:
+        self._status = conv_ops.check_status(status)
+
+    async def load(self) -> AsyncTurn:
+        self._loaded = await self._store.run(
+            turn_ops.load(
+                self._store._ctx, self._id, recent=self._recent, state_name=self._state_name, create=self._create
+            )
+        )
+        self.state = copy.deepcopy(self._loaded.state.data) if self._loaded.state else {}
+        self._original = copy.deepcopy(self.state)
+        return self
+
+    async def commit(self) -> list[Event]:
+        if self._loaded is None:
+            raise RuntimeError("the turn is not loaded yet")
+        changed = self.state != self._original
+        self.appended = await self._store.run(
+            turn_ops.commit(
+                self._store._ctx,
+                self._loaded,
+                new_events=self._new_events,
+                state_name=self._state_name,
+                new_state=self.state if changed else None,
+                status=self._status,
+            )
+        )
+        return self.appended
+
+    async def __aenter__(self) -> AsyncTurn:
+        return await self.load()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            await self.commit()

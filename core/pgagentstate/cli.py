@@ -1,0 +1,64 @@
+"""The ``pgagentstate`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from .errors import PgAgentStateError
+from .sync import StateStore
+
+
+def _store(args: argparse.Namespace) -> StateStore:
+    return StateStore(args.dsn, tenant=args.tenant, schema=args.schema, max_size=2)
+
+
+def _print(args: argparse.Namespace, data: Any, text: str) -> None:
+    print(json.dumps(data, indent=2, default=str) if args.json else text)
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    with _store(args) as store:
+        applied = store.setup()
+        current, pending = store.migration_status()
+    _print(args, {"applied_now": applied, "schema_versions": current, "pending": pending},
+           f"schema {args.schema!r}: applied {applied or 'nothing'}; now at {current[-1] if current else None}")
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    return run_demo(args)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pgagentstate", description="Durable conversation state for AI agents.")
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--dsn", default=None, help="Postgres DSN (default: $PGAGENTSTATE_DSN, $DATABASE_URL, "
+                                                    "else an embedded Postgres in ./.pgagentstate/pg)")
+    common.add_argument("--tenant", default="default")
+    common.add_argument("--schema", default="pgagentstate")
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("migrate", parents=[common], help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
+    demo = sub.add_parser("demo", parents=[common], help="play the refund story end to end")
+    demo.add_argument("--keep", action="store_true", help="leave the demo's data in the database")
+    demo.set_defaults(fn=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args))
+    except PgAgentStateError as exc:
+        print(f"pgagentstate: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

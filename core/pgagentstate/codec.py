@@ -1,0 +1,183 @@
+"""Validation and JSON encoding of everything that reaches the database.
+
+Postgres ``jsonb`` (and ``text``) cannot hold U+0000, which agents do receive (pasted binary, tool output).
+Strings are therefore stored with a reversible escape: U+E000 (a private-use character) doubles itself, and
+U+0000 becomes U+E000 followed by ``"0"``. Both steps run only when the encoded text contains one of the two
+characters, so ordinary payloads pay for a substring search and nothing else.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import InvalidId, InvalidPayload, PayloadTooLarge
+
+_ESC = "\ue000"
+_ESC_BYTES = _ESC.encode()
+
+
+@dataclass(frozen=True, slots=True)
+class Limits:
+    """Bounds on what a store accepts; every write is checked against them before it is sent."""
+
+    max_payload_bytes: int = 8 * 1024 * 1024
+    max_depth: int = 64
+    max_id_length: int = 512
+    allow_nan: bool = False
+
+
+DEFAULT_LIMITS = Limits()
+
+
+def check_id(value: object, what: str = "id", limits: Limits = DEFAULT_LIMITS) -> str:
+    """Return ``value`` if it is a usable identifier, else raise :class:`InvalidId`."""
+    if not isinstance(value, str):
+        raise InvalidId(f"{what} must be a string, not {type(value).__name__}", path=what)
+    if not value:
+        raise InvalidId(f"{what} must not be empty", path=what)
+    if len(value) > limits.max_id_length:
+        raise InvalidId(f"{what} is {len(value)} characters long; the limit is {limits.max_id_length}", path=what)
+    if "\x00" in value:
+        raise InvalidId(f"{what} must not contain NUL", path=what)
+    return value
+
+
+def check_text(value: object, what: str, limits: Limits = DEFAULT_LIMITS, *, allow_empty: bool = True) -> str:
+    """Like :func:`check_id` for optional labels (app, user, channel, ...): empty is allowed."""
+    if allow_empty and value == "":
+        return ""
+    return check_id(value, what, limits)
+
+
+def _escape_str(s: str) -> str:
+    if _ESC in s:
+        s = s.replace(_ESC, _ESC + _ESC)
+    if "\x00" in s:
+        s = s.replace("\x00", _ESC + "0")
+    return s
+
+
+def _unescape_str(s: str) -> str:
+    if _ESC not in s:
+        return s
+    out: list[str] = []
+    i = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == _ESC and i + 1 < n:
+            nxt = s[i + 1]
+            out.append("\x00" if nxt == "0" else nxt)
+            i += 2
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def _map_strings(value: Any, fn: Any) -> Any:
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {fn(k): _map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_map_strings(v, fn) for v in value]
+    return value
+
+
+def _find_problem(value: Any, path: str, depth: int, limits: Limits) -> InvalidPayload | None:
+    """Walk ``value`` to name the first thing that is not JSON (slow path, errors only)."""
+    if depth > limits.max_depth:
+        return InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=path)
+    if value is None or isinstance(value, bool | int | str):
+        return None
+    if isinstance(value, float):
+        if not limits.allow_nan and not math.isfinite(value):
+            return InvalidPayload(f"{value!r} is not valid JSON (NaN and infinities are rejected)", path=path)
+        return None
+    if isinstance(value, Mapping):
+        for k, v in value.items():
+            if not isinstance(k, str):
+                return InvalidPayload(f"object keys must be strings, not {type(k).__name__}", path=path)
+            problem = _find_problem(v, f"{path}.{k}", depth + 1, limits)
+            if problem:
+                return problem
+        return None
+    if isinstance(value, list | tuple):
+        for i, v in enumerate(value):
+            problem = _find_problem(v, f"{path}[{i}]", depth + 1, limits)
+            if problem:
+                return problem
+        return None
+    return InvalidPayload(f"{type(value).__name__} is not a JSON value", path=path)
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> str:
+    """Validate ``value`` and return its JSON text, ready for a ``::jsonb`` parameter.
+
+    Raises :class:`InvalidPayload` naming the offending path, or :class:`PayloadTooLarge`.
+    """
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=limits.allow_nan, separators=(",", ":"))
+    except (TypeError, ValueError, RecursionError) as exc:
+        problem = _find_problem(value, path, 0, limits)
+        raise (problem or InvalidPayload(str(exc), path=path)) from exc
+    size = len(text)
+    if size > limits.max_payload_bytes // 4:
+        size = len(text.encode())
+    if size > limits.max_payload_bytes:
+        raise PayloadTooLarge(size, limits.max_payload_bytes, path=path)
+    # Only a text with that many brackets can be nested that deep; counting runs at C speed.
+    if text.count("[") + text.count("{") > limits.max_depth and _depth(value) > limits.max_depth:
+        raise InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=path)
+    if _has_bad_key(value):
+        problem = _find_problem(value, path, 0, limits)
+        if problem:
+            raise problem
+    if "\\u0000" in text or _ESC in text:
+        text = json.dumps(_map_strings(value, _escape_str), ensure_ascii=False, separators=(",", ":"))
+    return text
+
+
+def _has_bad_key(value: Any) -> bool:
+    # json.dumps turns int/float/bool/None keys into strings silently; a read would then not return
+    # what was written, so such keys are rejected instead.
+    if isinstance(value, dict):
+        return any(not isinstance(k, str) or _has_bad_key(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_has_bad_key(v) for v in value)
+    return False
+
+
+def decode_text(text: str | bytes) -> Any:
+    """Parse JSON text read from the database, undoing the NUL escape when present."""
+    value = json.loads(text)
+    if (_ESC_BYTES if isinstance(text, bytes) else _ESC) in text:  # type: ignore[operator]
+        value = _map_strings(value, _unescape_str)
+    return value
+
+
+def unescape(value: Any) -> Any:
+    """Undo the NUL escape on an already-parsed value (used where the driver parsed the JSON)."""
+    return _map_strings(value, _unescape_str)
+
+
+def escape_text(value: str) -> str:
+    """Escape a plain string for a text column (the same scheme as JSON strings)."""
+    return _escape_str(value)
+
+
+def unescape_text(value: str) -> str:
+    return _unescape_str(value)

@@ -1,0 +1,59 @@
+"""Where a store's connections come from: a DSN (a pool the store owns), a pool, or one connection.
+
+With no DSN at all, ``$PGAGENTSTATE_DSN`` or ``$DATABASE_URL`` is used, and failing those an embedded
+Postgres (see :mod:`pgagentstate.embedded`).
+"""
+
+from __future__ import annotations
+
+import os
+import select
+from typing import Any
+
+import psycopg
+
+
+def resolve_dsn(dsn: str | None) -> str:
+    """The DSN to use: the argument, the environment, or the embedded server's."""
+    if dsn:
+        return dsn
+    for var in ("PGAGENTSTATE_DSN", "DATABASE_URL"):
+        value = os.environ.get(var)
+        if value:
+            return value
+    from .embedded import embedded_dsn
+
+    return embedded_dsn()
+
+
+def pool_kwargs(*, pgbouncer: bool) -> dict[str, Any]:
+    """Connection settings for pools the store creates.
+
+    Autocommit lets a one-statement operation cost one round trip (no BEGIN/COMMIT). Behind PgBouncer in
+    transaction mode, server-side prepared statements may land on another server connection, so
+    automatic preparation is switched off there.
+    """
+    return {"autocommit": True, "prepare_threshold": None if pgbouncer else 5}
+
+
+def idle_connection_is_dead(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:
+    """True when an idle pooled connection has been closed by the server.
+
+    An idle connection has nothing to read; when the server restarts or ``pg_terminate_backend`` ends
+    the backend, it sends a FATAL message and closes the socket, which makes the socket readable. A
+    zero-timeout poll finds that without a round trip (a ``SELECT 1`` check would add one per checkout).
+    """
+    if conn.closed:
+        return True
+    try:
+        fd = conn.pgconn.socket
+        readable, _, _ = select.select([fd], [], [], 0)
+    except (OSError, ValueError, psycopg.OperationalError):
+        return True
+    if not readable:
+        return False
+    try:
+        conn.pgconn.consume_input()
+    except psycopg.OperationalError:
+        return True
+    return conn.pgconn.status != psycopg.pq.ConnStatus.OK

@@ -1,0 +1,166 @@
+"""Every error pgagentstate raises, under one root.
+
+    PgAgentStateError
+    ├── InvalidInput                      bad arguments: nothing was written
+    │   ├── InvalidId                     empty, too long, not a string, NUL in an id
+    │   ├── InvalidPayload                not JSON (sets, objects, NaN), nested too deep
+    │   └── PayloadTooLarge               over ``Limits.max_payload_bytes``
+    ├── NotFound                          the conversation (or row) does not exist for this tenant
+    ├── AlreadyExists                     create of an id that is taken
+    ├── ConflictError                     a concurrent writer got there first
+    │   ├── VersionConflict               compare-and-swap lost: ``expected`` vs ``actual``
+    │   └── IdempotencyConflict           same idempotency key, different request
+    ├── IdempotencyInProgress             another worker holds the key's lease (wait timed out)
+    ├── ValidationError                   a document does not fit its declared model
+    ├── ConnectionLost                    the connection died mid-operation; retryable
+    ├── SchemaError                       schema missing or newer than this library
+    └── DatabaseError                     any other server error (the driver error is ``__cause__``)
+
+Driver (psycopg) errors are translated in exactly one place, :func:`translate`.
+"""
+
+from __future__ import annotations
+
+import psycopg
+from psycopg import errors as pg_errors
+
+
+class PgAgentStateError(Exception):
+    """Root of every error raised by pgagentstate."""
+
+    #: True when the same call may simply be tried again.
+    retryable: bool = False
+
+
+class InvalidInput(PgAgentStateError, ValueError):
+    """The arguments were rejected before anything reached the database."""
+
+    def __init__(self, message: str, *, path: str = "") -> None:
+        self.path = path
+        super().__init__(f"{message} (at {path})" if path else message)
+
+
+class InvalidId(InvalidInput):
+    """An identifier is empty, too long, not a string or contains NUL."""
+
+
+class InvalidPayload(InvalidInput):
+    """A value is not representable as JSON, or is nested too deeply."""
+
+
+class PayloadTooLarge(InvalidInput):
+    """A payload is larger than the configured limit."""
+
+    def __init__(self, size: int, limit: int, *, path: str = "") -> None:
+        self.size = size
+        self.limit = limit
+        super().__init__(f"payload of {size} bytes exceeds the limit of {limit} bytes", path=path)
+
+
+class NotFound(PgAgentStateError, LookupError):
+    """The addressed conversation or record does not exist (for this tenant)."""
+
+
+class AlreadyExists(PgAgentStateError):
+    """An object with this id already exists."""
+
+
+class ConflictError(PgAgentStateError):
+    """A concurrent writer changed what this call expected to change."""
+
+    retryable = True
+
+
+class VersionConflict(ConflictError):
+    """Optimistic concurrency check failed: the stored version is not the expected one."""
+
+    def __init__(self, expected: int | None, actual: int | None, *, what: str = "version") -> None:
+        self.expected = expected
+        self.actual = actual
+        self.what = what
+        super().__init__(f"{what} conflict: expected {expected}, found {actual}")
+
+
+class IdempotencyConflict(ConflictError):
+    """An idempotency key was reused with a different request."""
+
+    retryable = False
+
+    def __init__(self, key: str, *, stored_hash: str, request_hash: str) -> None:
+        self.key = key
+        self.stored_hash = stored_hash
+        self.request_hash = request_hash
+        super().__init__(
+            f"idempotency key {key!r} was first used for a different request "
+            f"(stored {stored_hash[:12]}, now {request_hash[:12]})"
+        )
+
+
+class IdempotencyInProgress(PgAgentStateError):
+    """Another worker holds a live claim on the key and did not finish in time."""
+
+    retryable = True
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        super().__init__(f"idempotency key {key!r} is being processed by another worker")
+
+
+class ValidationError(PgAgentStateError, ValueError):
+    """A document does not fit the model declared for it."""
+
+
+class ConnectionLost(PgAgentStateError):
+    """The connection to Postgres failed during the operation; it is safe to retry.
+
+    If the failure happened while committing, the write may or may not have landed:
+    every write in pgagentstate is either idempotent (event ids, idempotency keys) or
+    version-checked, so a retry either succeeds or reports a conflict — never a duplicate.
+    """
+
+    retryable = True
+
+
+class SchemaError(PgAgentStateError):
+    """The database schema is missing, or newer than this library understands."""
+
+
+class DatabaseError(PgAgentStateError):
+    """Any other error reported by the server; the driver's error is ``__cause__``."""
+
+    def __init__(self, message: str, *, sqlstate: str | None = None) -> None:
+        self.sqlstate = sqlstate
+        super().__init__(message)
+
+
+def translate(exc: BaseException) -> PgAgentStateError:
+    """Map a driver exception onto the pgagentstate hierarchy (the only place that does)."""
+    if isinstance(exc, PgAgentStateError):
+        return exc
+    sqlstate = getattr(exc, "sqlstate", None)
+    if sqlstate == "PAS01":  # raised by {schema}.check_version
+        detail = (exc.diag.message_detail or " ").split(" ") if isinstance(exc, psycopg.Error) else ["", ""]
+        expected = int(detail[0]) if detail[0] else None
+        actual = int(detail[1]) if len(detail) > 1 and detail[1] else None
+        message = exc.diag.message_primary if isinstance(exc, psycopg.Error) else None
+        return VersionConflict(expected, actual, what=(message or "version").removesuffix(" conflict"))
+    if sqlstate == "PAS02":
+        return NotFound(exc.diag.message_primary if isinstance(exc, psycopg.Error) else str(exc))
+    if isinstance(exc, pg_errors.ForeignKeyViolation):
+        return NotFound(f"the conversation does not exist ({exc.diag.message_detail or exc})")
+    if isinstance(exc, pg_errors.UniqueViolation):
+        return AlreadyExists(str(exc).strip())
+    if isinstance(exc, pg_errors.UndefinedTable | pg_errors.InvalidSchemaName | pg_errors.UndefinedFunction):
+        return SchemaError(f"pgagentstate schema is not set up ({exc}); run setup() or `pgagentstate migrate`")
+    if isinstance(exc, pg_errors.SerializationFailure | pg_errors.DeadlockDetected):
+        err: PgAgentStateError = ConflictError(str(exc))
+        return err
+    if isinstance(exc, pg_errors.ProgramLimitExceeded):
+        return PayloadTooLarge(size=-1, limit=-1)
+    if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CrashShutdown | pg_errors.CannotConnectNow):
+        return ConnectionLost(str(exc))
+    if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
+        return ConnectionLost(str(exc).strip() or type(exc).__name__)
+    if isinstance(exc, psycopg.Error):
+        return DatabaseError(str(exc).strip(), sqlstate=sqlstate)
+    raise TypeError(f"not a driver error: {exc!r}")

@@ -1,0 +1,89 @@
+"""The commands an operation yields, and small helpers shared by the operation modules."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal, TypeVar
+
+from ..codec import Limits
+
+T = TypeVar("T")
+
+Fetch = Literal["all", "one", "none", "rowcount"]
+Row = tuple[Any, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Stmt:
+    """One named statement (see ``queries.py``); the driver adds ``tenant`` to ``params``.
+
+    ``script`` instead of a name runs SQL text with ``{schema}`` placeholders and no parameters (a
+    migration file, possibly several statements); scripts are never pipelined.
+    """
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+    fetch: Fetch = "all"
+    script: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Tx:
+    """Statements run in one transaction. ``hold`` keeps it open for the next ``Tx`` of the operation."""
+
+    stmts: tuple[Stmt, ...]
+    hold: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Call:
+    """Run user code outside any transaction; in the async store it may return an awaitable."""
+
+    fn: Callable[..., Any]
+    args: tuple[Any, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Sleep:
+    seconds: float
+
+
+Command = Tx | Call | Sleep
+Op = Generator[Command, Any, T]
+
+
+@dataclass(frozen=True, slots=True)
+class Ctx:
+    """What every operation may need to know about the store that runs it."""
+
+    tenant: str
+    limits: Limits
+
+
+def tx(*stmts: Stmt, hold: bool = False) -> Tx:
+    return Tx(tuple(stmts), hold=hold)
+
+
+def one(name: str, **params: Any) -> Op[Row | None]:
+    """Run one statement in its own transaction; its first row, or None."""
+    (row,) = yield Tx((Stmt(name, params, "one"),))
+    return row  # type: ignore[no-any-return]
+
+
+def many(name: str, **params: Any) -> Op[list[Row]]:
+    """Run one statement in its own transaction; all its rows."""
+    (rows,) = yield Tx((Stmt(name, params, "all"),))
+    return rows  # type: ignore[no-any-return]
+
+
+def count(name: str, **params: Any) -> Op[int]:
+    """Run one statement in its own transaction; the number of rows it touched."""
+    (n,) = yield Tx((Stmt(name, params, "rowcount"),))
+    return n  # type: ignore[no-any-return]
+
+
+def iso(value: datetime | None) -> str | None:
+    """Timestamps travel in arrays as ISO text (psycopg cannot type an all-NULL array)."""
+    return None if value is None else value.isoformat()

@@ -1,0 +1,137 @@
+"""Conversations: create, read, list, update, delete."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from ..codec import check_id, check_text, decode_text, encode
+from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
+from ..models import CONVERSATION_STATUSES, Conversation
+from .base import Ctx, Op, Row, many, one
+
+
+def conversation_from_row(row: Row) -> Conversation:
+    return Conversation(
+        tenant_id=row[0],
+        id=row[1],
+        app=row[2],
+        framework=row[3],
+        user_id=row[4],
+        channel=row[5],
+        status=row[6],
+        metadata=decode_text(row[7]),
+        version=row[8],
+        last_seq=row[9],
+        created_at=row[10],
+        updated_at=row[11],
+    )
+
+
+def check_status(status: str | None) -> str | None:
+    if status is not None and status not in CONVERSATION_STATUSES:
+        raise InvalidInput(f"unknown conversation status {status!r}; use one of {CONVERSATION_STATUSES}", path="status")
+    return status
+
+
+def create_params(
+    ctx: Ctx,
+    conversation_id: str,
+    *,
+    app: str,
+    framework: str,
+    user_id: str,
+    channel: str,
+    status: str,
+    metadata: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    lim = ctx.limits
+    return {
+        "id": check_id(conversation_id, "conversation_id", lim),
+        "app": check_text(app, "app", lim),
+        "framework": check_text(framework, "framework", lim),
+        "user_id": check_text(user_id, "user_id", lim),
+        "channel": check_text(channel, "channel", lim),
+        "status": check_status(status),
+        "metadata": encode(dict(metadata or {}), lim, path="metadata"),
+    }
+
+
+def create(ctx: Ctx, conversation_id: str, *, ensure: bool, **fields: Any) -> Op[Conversation]:
+    params = create_params(ctx, conversation_id, **fields)
+    for _ in range(3):
+        row = yield from one("conversation_create", **params)
+        if row:
+            return conversation_from_row(row)
+        if not ensure:
+            raise AlreadyExists(f"conversation {conversation_id!r} already exists")
+        row = yield from one("conversation_get", id=conversation_id)
+        if row:
+            return conversation_from_row(row)
+        # Deleted between the two statements: try the insert again.
+    raise NotFound(f"conversation {conversation_id!r} could not be created or read")
+
+
+def get(ctx: Ctx, conversation_id: str) -> Op[Conversation | None]:
+    row = yield from one("conversation_get", id=check_id(conversation_id, "conversation_id", ctx.limits))
+    return conversation_from_row(row) if row else None
+
+
+def list_(
+    ctx: Ctx,
+    *,
+    app: str | None,
+    framework: str | None,
+    user_id: str | None,
+    status: str | None,
+    updated_before: datetime | None,
+    limit: int,
+    offset: int,
+) -> Op[list[Conversation]]:
+    rows = yield from many(
+        "conversation_list",
+        app=app,
+        framework=framework,
+        user_id=user_id,
+        status=check_status(status),
+        updated_before=updated_before,
+        limit=limit,
+        offset=offset,
+    )
+    return [conversation_from_row(r) for r in rows]
+
+
+def update(
+    ctx: Ctx,
+    conversation_id: str,
+    *,
+    status: str | None,
+    metadata: Mapping[str, Any] | None,
+    expected_version: int | None,
+) -> Op[Conversation]:
+    check_id(conversation_id, "conversation_id", ctx.limits)
+    row = yield from one(
+        "conversation_update",
+        id=conversation_id,
+        status=check_status(status),
+        metadata=None if metadata is None else encode(dict(metadata), ctx.limits, path="metadata"),
+        expected_version=expected_version,
+    )
+    if row:
+        return conversation_from_row(row)
+    yield from raise_missing_or_conflict(conversation_id, expected_version)
+    raise AssertionError("unreachable")
+
+
+def raise_missing_or_conflict(conversation_id: str, expected_version: int | None) -> Op[None]:
+    """After a version-checked write touched nothing: say whether the row is missing or moved on."""
+    head = yield from one("conversation_version", id=conversation_id)
+    if head is None:
+        raise NotFound(f"conversation {conversation_id!r} does not exist")
+    raise VersionConflict(expected_version, head[0], what=f"conversation {conversation_id!r} version")
+
+
+def delete(ctx: Ctx, conversation_id: str) -> Op[bool]:
+    row = yield from one("conversation_delete", id=check_id(conversation_id, "conversation_id", ctx.limits))
+    return bool(row and row[0])

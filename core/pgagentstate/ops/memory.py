@@ -1,0 +1,169 @@
+"""Long-term memory: namespaced key/value items with TTL and full-text search."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from ..codec import check_id, check_text, decode_text, encode
+from ..errors import InvalidId, InvalidInput, VersionConflict
+from ..models import Memory
+from .base import Ctx, Op, Row, count, many, one
+
+SEP = "\x1f"
+# The greatest code point: every path that starts with a prefix sorts below prefix + this (C collation).
+_TOP = "\U0010ffff"
+
+
+def memory_from_row(row: Row) -> Memory:
+    return Memory(
+        namespace=tuple(row[0]),
+        key=row[1],
+        value=decode_text(row[2]),
+        user_id=row[3],
+        version=row[4],
+        created_at=row[5],
+        updated_at=row[6],
+        expires_at=row[7],
+        score=None if row[8] is None else float(row[8]),
+    )
+
+
+def check_namespace(
+    ctx: Ctx, namespace: Sequence[str], *, wildcards: bool = False, allow_empty: bool = False
+) -> tuple[str, ...]:
+    if isinstance(namespace, str) or not isinstance(namespace, Sequence):
+        raise InvalidId("namespace must be a sequence of strings", path="namespace")
+    labels = tuple(namespace)
+    if not labels and not allow_empty:
+        raise InvalidId("namespace must not be empty", path="namespace")
+    for i, label in enumerate(labels):
+        check_id(label, f"namespace[{i}]", ctx.limits)
+        if SEP in label:
+            raise InvalidId("namespace labels must not contain U+001F", path=f"namespace[{i}]")
+        if label == "*" and not wildcards:
+            raise InvalidId("'*' is only allowed in namespace patterns", path=f"namespace[{i}]")
+    return labels
+
+
+def ns_path(labels: Sequence[str]) -> str:
+    return "".join(label + SEP for label in labels)
+
+
+def pattern_params(prefix: Sequence[str] | None, suffix: Sequence[str] | None) -> dict[str, Any]:
+    """Index range for the literal part of ``prefix``, plus a regex when wildcards or a suffix remain."""
+    prefix = tuple(prefix or ())
+    suffix = tuple(suffix or ())
+    literal: list[str] = []
+    for label in prefix:
+        if label == "*":
+            break
+        literal.append(label)
+    lo = ns_path(literal)
+    regex = None
+    if len(literal) < len(prefix) or suffix:
+
+        def part(label: str) -> str:
+            return f"[^{SEP}]+{SEP}" if label == "*" else re.escape(label) + SEP
+
+        head = "".join(part(label) for label in prefix)
+        tail = "".join(part(label) for label in suffix)
+        regex = f"^{head}(.*{SEP})?{tail}$" if suffix else f"^{head}"
+        if suffix and prefix:
+            # A namespace that is both (prefix...) and (...suffix) may share labels between the two.
+            regex = f"^(?=({head})).*{tail}$"
+    return {"prefix_lo": lo, "prefix_hi": lo + _TOP, "ns_regex": regex}
+
+
+def put(
+    ctx: Ctx,
+    namespace: Sequence[str],
+    key: str,
+    value: Mapping[str, Any],
+    *,
+    ttl: float | None,
+    user_id: str,
+    expected_version: int | None,
+) -> Op[Memory]:
+    labels = check_namespace(ctx, namespace)
+    check_id(key, "key", ctx.limits)
+    check_text(user_id, "user_id", ctx.limits)
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"memory value must be a mapping, not {type(value).__name__}", path="value")
+    if ttl is not None and ttl <= 0:
+        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
+    params = {
+        "ns_path": ns_path(labels),
+        "namespace": list(labels),
+        "key": key,
+        "user_id": user_id,
+        "value": encode(dict(value), ctx.limits, path="value"),
+        "ttl": None if ttl is None else float(ttl),
+        "expected_version": expected_version,
+    }
+    row = yield from one("memory_cas" if expected_version else "memory_put", **params)
+    if row:
+        return memory_from_row(row)
+    current = yield from one("memory_version", ns_path=params["ns_path"], key=key)
+    raise VersionConflict(expected_version, current[0] if current else 0, what=f"memory {key!r} version")
+
+
+def get(ctx: Ctx, namespace: Sequence[str], key: str, *, refresh_ttl: bool) -> Op[Memory | None]:
+    labels = check_namespace(ctx, namespace)
+    row = yield from one(
+        "memory_get", ns_path=ns_path(labels), key=check_id(key, "key", ctx.limits), refresh=refresh_ttl
+    )
+    return memory_from_row(row) if row else None
+
+
+def delete(ctx: Ctx, namespace: Sequence[str], key: str) -> Op[bool]:
+    labels = check_namespace(ctx, namespace)
+    n = yield from count("memory_delete", ns_path=ns_path(labels), key=check_id(key, "key", ctx.limits))
+    return bool(n)
+
+
+def search(
+    ctx: Ctx,
+    prefix: Sequence[str],
+    *,
+    query: str | None,
+    filter: Mapping[str, Any] | None,
+    user_id: str | None,
+    limit: int,
+    offset: int,
+    refresh_ttl: bool,
+) -> Op[list[Memory]]:
+    labels = check_namespace(ctx, prefix, wildcards=True, allow_empty=True)
+    if query is not None and not isinstance(query, str):
+        raise InvalidInput("query must be a string", path="query")
+    if limit < 0 or offset < 0:
+        raise InvalidInput("limit and offset must not be negative", path="limit")
+    rows = yield from many(
+        "memory_search",
+        **pattern_params(labels, None),
+        user_id=user_id,
+        query=query.replace("\x00", " ") if query and query.strip() else None,
+        filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
+        limit=limit,
+        offset=offset,
+        refresh=refresh_ttl,
+    )
+    return [memory_from_row(r) for r in rows]
+
+
+def namespaces(
+    ctx: Ctx,
+    *,
+    prefix: Sequence[str] | None,
+    suffix: Sequence[str] | None,
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+) -> Op[list[tuple[str, ...]]]:
+    pre = check_namespace(ctx, prefix or (), wildcards=True, allow_empty=True)
+    suf = check_namespace(ctx, suffix or (), wildcards=True, allow_empty=True)
+    rows = yield from many(
+        "memory_namespaces", **pattern_params(pre, suf), max_depth=max_depth, limit=limit, offset=offset
+    )
+    return [tuple(r[0]) for r in rows]

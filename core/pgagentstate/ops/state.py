@@ -1,0 +1,121 @@
+"""Versioned state documents with compare-and-swap and a full change log."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from ..codec import check_id, check_text, decode_text, encode
+from ..errors import InvalidInput, NotFound, VersionConflict
+from ..models import StateDoc, StateRef
+from .base import Ctx, Op, Row, Stmt, many, one, tx
+
+_SCOPES = ("conversation", "user", "app")
+
+
+def check_ref(ctx: Ctx, ref: StateRef) -> StateRef:
+    if not isinstance(ref, StateRef):
+        raise InvalidInput(f"expected a StateRef, not {type(ref).__name__}", path="ref")
+    if ref.scope not in _SCOPES:
+        raise InvalidInput(f"unknown state scope {ref.scope!r}", path="ref.scope")
+    lim = ctx.limits
+    check_id(ref.name, "ref.name", lim)
+    if ref.scope == "conversation":
+        check_id(ref.subject, "conversation_id", lim)
+    elif ref.scope == "user":
+        check_text(ref.app_name, "app", lim)
+        check_id(ref.subject, "user_id", lim)
+    else:
+        check_text(ref.app_name, "app", lim)
+    return ref
+
+
+def ref_params(ref: StateRef) -> dict[str, Any]:
+    return {"scope": ref.scope, "app": ref.app_name, "subject": ref.subject, "name": ref.name}
+
+
+def doc_from_row(row: Row) -> StateDoc:
+    return StateDoc(
+        ref=StateRef(row[0], row[1], row[2], row[3]), version=row[4], data=decode_text(row[5]), updated_at=row[6]
+    )
+
+
+def get_many(ctx: Ctx, refs: Sequence[StateRef]) -> Op[list[StateDoc | None]]:
+    for ref in refs:
+        check_ref(ctx, ref)
+    if not refs:
+        return []
+    rows = yield from many(
+        "state_get_many",
+        scopes=[r.scope for r in refs],
+        apps=[r.app_name for r in refs],
+        subjects=[r.subject for r in refs],
+        names=[r.name for r in refs],
+    )
+    out: list[StateDoc | None] = [None] * len(refs)
+    for row in rows:
+        out[row[0] - 1] = doc_from_row(row[1:])
+    return out
+
+
+def write_stmt(
+    ctx: Ctx,
+    ref: StateRef,
+    data: Mapping[str, Any] | None,
+    delete: Iterable[str],
+    *,
+    replace: bool,
+    expected_version: int | None,
+) -> Stmt:
+    """The statement for a put (``replace``) or a patch of top-level keys, with optional CAS."""
+    check_ref(ctx, ref)
+    if data is not None and not isinstance(data, Mapping):
+        raise InvalidInput(f"state must be a mapping, not {type(data).__name__}", path="data")
+    removed = list(delete)
+    for key in removed:
+        check_id(key, "delete", ctx.limits)
+    if expected_version is not None and expected_version < 0:
+        raise InvalidInput("expected_version must be >= 0", path="expected_version")
+    params = {
+        **ref_params(ref),
+        "data": encode(dict(data or {}), ctx.limits, path="data"),
+        "delete": removed,
+        "replace": replace,
+        "expected_version": expected_version,
+    }
+    return Stmt("state_cas" if expected_version else "state_upsert", params, "one")
+
+
+def write(
+    ctx: Ctx,
+    ref: StateRef,
+    data: Mapping[str, Any] | None,
+    delete: Iterable[str],
+    *,
+    replace: bool,
+    expected_version: int | None,
+) -> Op[StateDoc]:
+    stmt = write_stmt(ctx, ref, data, delete, replace=replace, expected_version=expected_version)
+    (row,) = yield tx(stmt)
+    if row:
+        return doc_from_row(row)
+    yield from explain_failed_write(ref, expected_version)
+    raise AssertionError("unreachable")
+
+
+def explain_failed_write(ref: StateRef, expected_version: int | None) -> Op[None]:
+    if ref.scope == "conversation":
+        head = yield from one("conversation_version", id=ref.subject)
+        if head is None:
+            raise NotFound(f"conversation {ref.subject!r} does not exist")
+    row = yield from one("state_version", **ref_params(ref))
+    raise VersionConflict(expected_version, row[0] if row else 0, what=f"state {ref.name!r} version")
+
+
+def history(
+    ctx: Ctx, ref: StateRef, *, limit: int | None, version: int | None = None, at: datetime | None = None
+) -> Op[list[StateDoc]]:
+    check_ref(ctx, ref)
+    rows = yield from many("state_history", **ref_params(ref), limit=limit, version=version, at=at)
+    return [doc_from_row(r) for r in rows]

@@ -1,0 +1,103 @@
+"""Durable workflow steps: where a multi-step task stands, so a retry resumes instead of restarting."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..codec import check_id, decode_text, encode
+from ..errors import InvalidInput, NotFound
+from ..models import STEP_STATUSES, Step
+from .base import Call, Ctx, Op, Row, many, one
+
+
+def step_from_row(row: Row) -> Step:
+    return Step(
+        conversation_id=row[0],
+        workflow=row[1],
+        step=row[2],
+        position=row[3],
+        status=row[4],
+        attempts=row[5],
+        last_error=row[6],
+        result=None if row[7] is None else decode_text(row[7]),
+        started_at=row[8],
+        completed_at=row[9],
+        updated_at=row[10],
+        lease_expires_at=row[11],
+    )
+
+
+def _key(ctx: Ctx, conversation_id: str, workflow: str, step: str) -> dict[str, Any]:
+    lim = ctx.limits
+    return {
+        "conversation_id": check_id(conversation_id, "conversation_id", lim),
+        "workflow": check_id(workflow, "workflow", lim),
+        "step": check_id(step, "step", lim),
+    }
+
+
+def start(ctx: Ctx, conversation_id: str, workflow: str, step: str, *, position: int, lease: float) -> Op[Step]:
+    key = _key(ctx, conversation_id, workflow, step)
+    row = yield from one("step_start", **key, position=position, lease=float(lease))
+    if row:
+        return step_from_row(row)
+    rows = yield from many("step_list", **key)
+    if not rows:  # pragma: no cover - the insert above either returns or finds the completed row
+        raise NotFound(f"step {step!r} of {workflow!r} vanished")
+    return step_from_row(rows[0])
+
+
+def set_status(
+    ctx: Ctx,
+    conversation_id: str,
+    workflow: str,
+    step: str,
+    status: str,
+    *,
+    result: Any = None,
+    error: str | None = None,
+    position: int = 0,
+) -> Op[Step]:
+    if status not in STEP_STATUSES:
+        raise InvalidInput(f"unknown step status {status!r}; use one of {STEP_STATUSES}", path="status")
+    if error is not None and not isinstance(error, str):
+        raise InvalidInput("error must be a string", path="error")
+    row = yield from one(
+        "step_set",
+        **_key(ctx, conversation_id, workflow, step),
+        status=status,
+        position=position,
+        result=None if result is None else encode(result, ctx.limits, path="result"),
+        error=None if error is None else error.replace("\x00", "\\0"),
+    )
+    assert row is not None  # an upsert always returns its row
+    return step_from_row(row)
+
+
+def list_(ctx: Ctx, conversation_id: str, workflow: str | None) -> Op[list[Step]]:
+    rows = yield from many(
+        "step_list",
+        conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
+        workflow=workflow,
+        step=None,
+    )
+    return [step_from_row(r) for r in rows]
+
+
+def run(
+    ctx: Ctx, conversation_id: str, workflow: str, step: str, fn: Callable[[], Any], *, position: int, lease: float
+) -> Op[Any]:
+    """Run ``fn`` as the step unless it completed before; record its result or its error."""
+    current = yield from start(ctx, conversation_id, workflow, step, position=position, lease=lease)
+    if current.status == "completed":
+        return current.result
+    try:
+        result = yield Call(fn)
+    except Exception as exc:
+        yield from set_status(
+            ctx, conversation_id, workflow, step, "failed", error=f"{type(exc).__name__}: {exc}", position=position
+        )
+        raise
+    yield from set_status(ctx, conversation_id, workflow, step, "completed", result=result, position=position)
+    return result

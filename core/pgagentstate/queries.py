@@ -1,0 +1,49 @@
+"""Named SQL statements, loaded once from the ``sql/*.sql`` files shipped in the package.
+
+A file holds blocks that start with ``-- name: <name>``. ``{schema}`` stands for the schema name and is
+replaced by a quoted :class:`psycopg.sql.Identifier` — never by string formatting — so a schema name
+cannot change a statement. Everything else in the text is literal SQL (braces included).
+"""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib import resources
+
+from psycopg import sql
+
+_NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+
+
+@cache
+def _raw() -> dict[str, str]:
+    out: dict[str, str] = {}
+    for entry in sorted(resources.files(__package__).joinpath("sql").iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql"):
+            continue
+        parts = _NAME.split(entry.read_text(encoding="utf-8"))
+        for name, body in zip(parts[1::2], parts[2::2], strict=True):
+            if name in out:
+                raise RuntimeError(f"query {name!r} is defined twice")
+            out[name] = body.strip().rstrip(";")
+    return out
+
+
+def with_schema(text: str, schema: str) -> sql.Composed:
+    """Compose SQL text, replacing each ``{schema}`` with the quoted identifier."""
+    pieces = text.split("{schema}")
+    parts: list[sql.Composable] = [sql.SQL(pieces[0])]
+    for piece in pieces[1:]:
+        parts += [sql.Identifier(schema), sql.SQL(piece)]
+    return sql.Composed(parts)
+
+
+@cache
+def query(name: str, schema: str) -> sql.Composed:
+    """The statement ``name`` for ``schema``, composed once and cached."""
+    return with_schema(_raw()[name], schema)
+
+
+def names() -> list[str]:
+    return sorted(_raw())

@@ -1,0 +1,266 @@
+-- pgagentstate canonical schema: what all migrations together produce. Kept equal to them by
+-- tests/core/test_migrations.py. "{schema}" is replaced by the quoted schema name.
+-- Every table leads with tenant_id: row-level security keys on it, and every lookup index starts with it.
+
+CREATE TABLE {schema}.conversations (
+    tenant_id   text        NOT NULL,
+    id          text        NOT NULL,
+    app         text        NOT NULL DEFAULT '',
+    framework   text        NOT NULL DEFAULT '',
+    user_id     text        NOT NULL DEFAULT '',
+    channel     text        NOT NULL DEFAULT '',
+    status      text        NOT NULL DEFAULT 'active',
+    metadata    jsonb       NOT NULL DEFAULT '{}',
+    version     bigint      NOT NULL DEFAULT 1,
+    last_seq    bigint      NOT NULL DEFAULT 0,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    updated_at  timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, id),
+    CONSTRAINT conversations_status_check CHECK (
+        status IN ('active', 'waiting_customer', 'awaiting_approval', 'completed', 'failed', 'abandoned'))
+);
+CREATE INDEX conversations_app_user_idx ON {schema}.conversations (tenant_id, app, user_id, updated_at);
+CREATE INDEX conversations_status_idx ON {schema}.conversations (tenant_id, status, updated_at);
+
+-- Append-only per conversation; seq is contiguous because it is allocated from conversations.last_seq
+-- under that row's lock.
+CREATE TABLE {schema}.events (
+    tenant_id       text        NOT NULL,
+    conversation_id text        NOT NULL,
+    seq             bigint      NOT NULL,
+    event_id        text        NOT NULL,
+    kind            text        NOT NULL DEFAULT 'message',
+    author          text        NOT NULL DEFAULT '',
+    payload         jsonb       NOT NULL,
+    created_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id, seq),
+    CONSTRAINT events_event_id_key UNIQUE (tenant_id, conversation_id, event_id),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+
+-- Versioned JSON documents. scope: 'conversation' (subject = conversation id), 'user' (subject = user id
+-- within app) or 'app' (subject = ''). Conversation documents go when their conversation goes.
+CREATE TABLE {schema}.state_documents (
+    tenant_id  text        NOT NULL,
+    scope      text        NOT NULL,
+    app        text        NOT NULL DEFAULT '',
+    subject    text        NOT NULL DEFAULT '',
+    name       text        NOT NULL DEFAULT 'state',
+    version    bigint      NOT NULL,
+    data       jsonb       NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, scope, app, subject, name),
+    CONSTRAINT state_documents_scope_check CHECK (scope IN ('conversation', 'user', 'app'))
+);
+
+-- Every version of every state document, for time travel and audit.
+CREATE TABLE {schema}.state_changes (
+    tenant_id  text        NOT NULL,
+    scope      text        NOT NULL,
+    app        text        NOT NULL DEFAULT '',
+    subject    text        NOT NULL DEFAULT '',
+    name       text        NOT NULL DEFAULT 'state',
+    version    bigint      NOT NULL,
+    data       jsonb       NOT NULL,
+    changed_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, scope, app, subject, name, version)
+);
+
+CREATE TABLE {schema}.workflow_steps (
+    tenant_id        text        NOT NULL,
+    conversation_id  text        NOT NULL,
+    workflow         text        NOT NULL,
+    step             text        NOT NULL,
+    position         integer     NOT NULL DEFAULT 0,
+    status           text        NOT NULL DEFAULT 'pending',
+    attempts         integer     NOT NULL DEFAULT 0,
+    last_error       text,
+    result           jsonb,
+    lease_expires_at timestamptz,
+    started_at       timestamptz,
+    completed_at     timestamptz,
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id, workflow, step),
+    CONSTRAINT workflow_steps_status_check CHECK (
+        status IN ('pending', 'in_progress', 'awaiting_approval', 'completed', 'failed')),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+CREATE INDEX workflow_steps_status_idx ON {schema}.workflow_steps (tenant_id, status, lease_expires_at);
+
+-- External side effects: intent recorded before the call, outcome after it. No foreign key: the record
+-- of a payment outlives the conversation that caused it.
+CREATE TABLE {schema}.idempotency_keys (
+    tenant_id        text        NOT NULL,
+    key              text        NOT NULL,
+    conversation_id  text,
+    api              text        NOT NULL DEFAULT '',
+    request_hash     text        NOT NULL,
+    request          jsonb,
+    status           text        NOT NULL,
+    result           jsonb,
+    error            text,
+    owner            text        NOT NULL,
+    attempts         integer     NOT NULL DEFAULT 1,
+    duplicate_hits   integer     NOT NULL DEFAULT 0,
+    lease_expires_at timestamptz NOT NULL,
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    updated_at       timestamptz NOT NULL DEFAULT now(),
+    completed_at     timestamptz,
+    PRIMARY KEY (tenant_id, key),
+    CONSTRAINT idempotency_keys_status_check CHECK (status IN ('in_progress', 'succeeded', 'failed'))
+);
+CREATE INDEX idempotency_keys_conversation_idx ON {schema}.idempotency_keys (tenant_id, conversation_id);
+
+-- Long-term memory. ns_path is the namespace joined with U+001F (each label followed by one), in the C
+-- collation so that a namespace prefix is a primary-key range scan.
+CREATE TABLE {schema}.memories (
+    tenant_id   text             NOT NULL,
+    ns_path     text COLLATE "C" NOT NULL,
+    key         text             NOT NULL,
+    namespace   text[]           NOT NULL,
+    user_id     text             NOT NULL DEFAULT '',
+    value       jsonb            NOT NULL,
+    search      tsvector         GENERATED ALWAYS AS (jsonb_to_tsvector('simple'::regconfig, value, '["string"]')) STORED,
+    version     bigint           NOT NULL DEFAULT 1,
+    ttl_seconds double precision,
+    expires_at  timestamptz,
+    created_at  timestamptz      NOT NULL DEFAULT now(),
+    updated_at  timestamptz      NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, ns_path, key)
+);
+CREATE INDEX memories_search_idx ON {schema}.memories USING gin (search);
+CREATE INDEX memories_user_idx ON {schema}.memories (tenant_id, user_id);
+CREATE INDEX memories_expires_idx ON {schema}.memories (expires_at) WHERE expires_at IS NOT NULL;
+
+-- Short-term scratchpad of a conversation, with an optional expiry.
+CREATE TABLE {schema}.scratchpad (
+    tenant_id       text        NOT NULL,
+    conversation_id text        NOT NULL,
+    key             text        NOT NULL,
+    value           jsonb       NOT NULL,
+    expires_at      timestamptz,
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id, key),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+CREATE INDEX scratchpad_expires_idx ON {schema}.scratchpad (expires_at) WHERE expires_at IS NOT NULL;
+
+-- Snapshots (LangGraph checkpoints and similar): a chain per (conversation, namespace) via parent_id.
+CREATE TABLE {schema}.snapshots (
+    tenant_id        text        NOT NULL,
+    conversation_id  text        NOT NULL,
+    namespace        text        NOT NULL DEFAULT '',
+    snapshot_id      text        NOT NULL,
+    parent_id        text,
+    run_id           text,
+    type             text        NOT NULL,
+    data             bytea       NOT NULL,
+    metadata         jsonb       NOT NULL DEFAULT '{}',
+    channel_versions jsonb       NOT NULL DEFAULT '{}',
+    created_at       timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id, namespace, snapshot_id),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+CREATE INDEX snapshots_run_idx ON {schema}.snapshots (tenant_id, run_id) WHERE run_id IS NOT NULL;
+
+-- A channel value at a version, as an ordered list of content-addressed chunks: a list that only grew
+-- since the previous version shares all its old chunks, so storage grows linearly, not quadratically.
+CREATE TABLE {schema}.snapshot_blobs (
+    tenant_id       text  NOT NULL,
+    conversation_id text  NOT NULL,
+    namespace       text  NOT NULL DEFAULT '',
+    channel         text  NOT NULL,
+    version         text  NOT NULL,
+    type            text  NOT NULL,
+    chunks          text[] NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id, namespace, channel, version),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+
+CREATE TABLE {schema}.snapshot_chunks (
+    tenant_id       text  NOT NULL,
+    conversation_id text  NOT NULL,
+    hash            text  NOT NULL,
+    data            bytea NOT NULL,
+    PRIMARY KEY (tenant_id, conversation_id, hash),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+
+CREATE TABLE {schema}.snapshot_writes (
+    tenant_id       text    NOT NULL,
+    conversation_id text    NOT NULL,
+    namespace       text    NOT NULL DEFAULT '',
+    snapshot_id     text    NOT NULL,
+    task_id         text    NOT NULL,
+    idx             integer NOT NULL,
+    channel         text    NOT NULL,
+    type            text    NOT NULL,
+    data            bytea   NOT NULL,
+    task_path       text    NOT NULL DEFAULT '',
+    PRIMARY KEY (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+
+-- Raises inside a pipelined transaction when a version check fails, so that the statements queued
+-- after it are not executed and nothing of the transaction commits. SQLSTATEs PAS01 / PAS02 are mapped
+-- to VersionConflict / NotFound by pgagentstate.errors.translate.
+CREATE FUNCTION {schema}.check_version(expected bigint, actual bigint, what text) RETURNS bigint
+LANGUAGE plpgsql AS $$
+BEGIN
+    IF actual IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = 'PAS02', MESSAGE = what || ' does not exist';
+    END IF;
+    IF expected IS DISTINCT FROM actual THEN
+        RAISE EXCEPTION USING ERRCODE = 'PAS01', MESSAGE = what || ' conflict',
+            DETAIL = coalesce(expected::text, '') || ' ' || actual::text;
+    END IF;
+    RETURN actual;
+END
+$$;
+
+-- Row-level security: a role that is not the owner sees only the rows of the tenant named by
+-- SET LOCAL pgagentstate.tenant (set by the store in every transaction when tenant isolation is on).
+-- No tenant set -> current_setting(..., true) is NULL -> no row matches.
+ALTER TABLE {schema}.conversations ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.events ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.state_documents ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.state_changes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.workflow_steps ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.idempotency_keys ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.memories ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.scratchpad ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.snapshots ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.snapshot_blobs ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.snapshot_chunks ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.snapshot_writes ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON {schema}.conversations
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.events
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.state_documents
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.state_changes
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.workflow_steps
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.idempotency_keys
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.memories
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.scratchpad
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.snapshots
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.snapshot_blobs
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.snapshot_chunks
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.snapshot_writes
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));

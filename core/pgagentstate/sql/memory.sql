@@ -1,0 +1,99 @@
+-- Long-term memory. Columns returned: namespace, key, value, user_id, version, created_at, updated_at,
+-- expires_at, score. Expired rows are invisible to every read even before gc removes them.
+
+-- name: memory_put
+WITH up AS (
+    INSERT INTO {schema}.memories AS m
+        (tenant_id, ns_path, key, namespace, user_id, value, ttl_seconds, expires_at)
+    SELECT %(tenant)s, %(ns_path)s, %(key)s, %(namespace)s::text[], %(user_id)s, %(value)s::jsonb, %(ttl)s,
+           now() + make_interval(secs => %(ttl)s)
+    WHERE %(expected_version)s::bigint IS NULL OR %(expected_version)s = 0
+    ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
+    SET value = EXCLUDED.value, user_id = EXCLUDED.user_id, ttl_seconds = EXCLUDED.ttl_seconds,
+        expires_at = EXCLUDED.expires_at, updated_at = now(),
+        version = m.version + 1,
+        -- an expired row is gone as far as readers know: overwriting it starts again at version 1
+        created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END
+    WHERE %(expected_version)s::bigint IS NULL OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
+    RETURNING m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at
+)
+SELECT up.*, NULL::real FROM up
+
+-- name: memory_cas
+UPDATE {schema}.memories m
+SET value = %(value)s::jsonb, user_id = %(user_id)s, ttl_seconds = %(ttl)s,
+    expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now(), version = m.version + 1
+WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s AND m.version = %(expected_version)s
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+RETURNING m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at,
+          NULL::real
+
+-- name: memory_version
+SELECT m.version FROM {schema}.memories m
+WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+
+-- name: memory_get
+WITH hit AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds
+    FROM {schema}.memories m
+    WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+), refreshed AS (
+    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
+    FROM hit
+    WHERE %(refresh)s AND hit.ttl_seconds IS NOT NULL
+      AND m.tenant_id = %(tenant)s AND m.ns_path = hit.ns_path AND m.key = hit.key
+    RETURNING m.expires_at
+)
+SELECT hit.namespace, hit.key, hit.value::text, hit.user_id, hit.version, hit.created_at, hit.updated_at,
+       coalesce((SELECT expires_at FROM refreshed), hit.expires_at), NULL::real
+FROM hit
+
+-- name: memory_delete
+DELETE FROM {schema}.memories m
+WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+
+-- name: memory_search
+-- Namespace prefix as a primary-key range; %(query)s terms are OR-ed and ranked (a memory that matches
+-- more of the words ranks higher), using the language-neutral 'simple' configuration.
+WITH q AS (
+    SELECT CASE WHEN %(query)s::text IS NULL THEN NULL
+                ELSE replace(plainto_tsquery('simple', %(query)s)::text, ' & ', ' | ')::tsquery END AS tsq
+), hits AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds,
+           CASE WHEN q.tsq IS NULL THEN NULL ELSE ts_rank_cd(m.search, q.tsq) END AS score
+    FROM {schema}.memories m, q
+    WHERE m.tenant_id = %(tenant)s
+      AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND (q.tsq IS NULL OR m.search @@ q.tsq)
+    ORDER BY score DESC NULLS LAST, m.updated_at DESC, m.ns_path, m.key
+    LIMIT %(limit)s OFFSET %(offset)s
+), refreshed AS (
+    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
+    FROM hits
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
+      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+)
+SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
+       hits.updated_at, hits.expires_at, hits.score::real
+FROM hits
+ORDER BY hits.score DESC NULLS LAST, hits.updated_at DESC, hits.ns_path, hits.key
+
+-- name: memory_namespaces
+SELECT DISTINCT CASE WHEN %(max_depth)s::int IS NULL THEN m.namespace
+                     ELSE m.namespace[1:%(max_depth)s] END AS ns
+FROM {schema}.memories m
+WHERE m.tenant_id = %(tenant)s
+  AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+  AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+ORDER BY ns
+LIMIT %(limit)s OFFSET %(offset)s

@@ -1,0 +1,777 @@
+"""StateStore: the synchronous store.
+
+GENERATED from aio.py by tools/gen_sync.py — do not edit; change aio.py and run the tool.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import threading
+import time
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import datetime
+from types import TracebackType
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import Connection
+from psycopg_pool import ConnectionPool
+
+from .codec import DEFAULT_LIMITS, Limits, check_id
+from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .errors import translate
+from .models import Conversation, Event, LedgerEntry, Memory, NewEvent, StateDoc, StateRef, Step
+from .ops import conversations as conv_ops
+from .ops import events as event_ops
+from .ops import ledger as ledger_ops
+from .ops import memory as memory_ops
+from .ops import migrations as migration_ops
+from .ops import scratchpad as scratch_ops
+from .ops import state as state_ops
+from .ops import turn as turn_ops
+from .ops import workflow as workflow_ops
+from .ops.base import Call, Ctx, Op, Sleep, Stmt, Tx
+from .queries import query, with_schema
+
+T = TypeVar("T")
+
+_NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
+
+ConnectionLike = str | Connection[Any] | ConnectionPool[Any] | None
+
+
+def _check_idle(conn: Connection[Any]) -> None:
+    if idle_connection_is_dead(conn):
+        raise psycopg.OperationalError("connection was closed by the server while idle")
+
+
+class _SyncSource:
+    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection."""
+
+    def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
+        self.pool: ConnectionPool[Any] | None = None
+        self.conn: Connection[Any] | None = None
+        self.owned = False
+        self._opened = False
+        # A single connection runs one transaction at a time; a pool needs no lock at all.
+        self._conn_lock = threading.Lock()
+        self._open_lock = threading.Lock()
+        if isinstance(conn, ConnectionPool):
+            self.pool = conn
+            self._opened = True
+        elif isinstance(conn, Connection):
+            self.conn = conn
+        else:
+            self.pool = ConnectionPool(
+                resolve_dsn(conn),
+                min_size=min_size,
+                max_size=max_size,
+                open=False,
+                kwargs=pool_kwargs(pgbouncer=pgbouncer),
+                check=_check_idle,
+                name="pgagentstate",
+            )
+            self.owned = True
+
+    @contextmanager
+    def connection(self) -> Iterator[Connection[Any]]:
+        if self.pool is None:
+            assert self.conn is not None
+            with self._conn_lock:
+                yield self.conn
+            return
+        if not self._opened:
+            with self._open_lock:
+                if not self._opened:
+                    self.pool.open()
+                    self._opened = True
+        with self.pool.connection() as conn:
+            yield conn
+
+    def close(self) -> None:
+        if self.owned and self.pool is not None:
+            self.pool.close()
+
+
+def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
+    if stmt.fetch == "all":
+        return cur.fetchall()
+    if stmt.fetch == "one":
+        return cur.fetchone()
+    if stmt.fetch == "rowcount":
+        return cur.rowcount
+    return None
+
+
+class StateStore:
+    """Durable agent state on Postgres: conversations, event log, versioned state, workflow steps,
+    idempotent side effects, long-term memory and scratch_ops.
+
+    ``conn`` is a DSN, a psycopg ``Connection``, a psycopg_pool ``ConnectionPool`` or None
+    (then ``$PGAGENTSTATE_DSN``, ``$DATABASE_URL``, or an embedded Postgres). A DSN gets a pool owned by
+    the store and closed by :meth:`close`. ``tenant`` scopes every read and write. ``tenant_isolation``
+    sets ``pgagentstate.tenant`` in every transaction for row-level security (needed when the database
+    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements.
+    """
+
+    def __init__(
+        self,
+        conn: ConnectionLike = None,
+        *,
+        tenant: str = "default",
+        schema: str = "pgagentstate",
+        limits: Limits | None = None,
+        min_size: int = 1,
+        max_size: int = 10,
+        pgbouncer: bool = False,
+        tenant_isolation: bool = False,
+    ) -> None:
+        self._limits = limits or DEFAULT_LIMITS
+        self._tenant = check_id(tenant, "tenant", self._limits)
+        self._schema = check_id(schema, "schema", self._limits)
+        self._pgbouncer = pgbouncer
+        self._isolation = tenant_isolation
+        self._source = _SyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+        self._ctx = Ctx(tenant=self._tenant, limits=self._limits)
+
+    @classmethod
+    @contextmanager
+    def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> Iterator[StateStore]:
+        """``with StateStore.from_conn_string(dsn) as store:`` — a store with its own pool."""
+        store = cls(conn_string, **kwargs)
+        try:
+            yield store
+        finally:
+            store.close()
+
+    @property
+    def tenant(self) -> str:
+        return self._tenant
+
+    @property
+    def schema(self) -> str:
+        return self._schema
+
+    @property
+    def limits(self) -> Limits:
+        return self._limits
+
+    def with_tenant(self, tenant: str) -> StateStore:
+        """A store for another tenant that shares this store's connections."""
+        clone = copy.copy(self)
+        clone._tenant = check_id(tenant, "tenant", self._limits)
+        clone._ctx = Ctx(tenant=clone._tenant, limits=self._limits)
+        return clone
+
+    def close(self) -> None:
+        """Close the pool if the store created it (a pool or connection passed in stays open)."""
+        self._source.close()
+
+    def __enter__(self) -> StateStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- running operations -------------------------------------------------------------------------
+
+    def run(self, op: Op[T]) -> T:
+        """Run an operation generator (see :mod:`pgagentstate.ops`) to completion."""
+        held: ExitStack | None = None
+        held_conn: Connection[Any] | None = None
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            while True:
+                try:
+                    cmd = op.throw(error) if error is not None else op.send(result)
+                except StopIteration as stop:
+                    return stop.value  # type: ignore[no-any-return]
+                result, error = None, None
+                try:
+                    if isinstance(cmd, Tx):
+                        if held is None and cmd.hold:
+                            held = ExitStack()
+                            held_conn = held.enter_context(self._source.connection())
+                            held.enter_context(held_conn.transaction())
+                            self._prelude(held_conn)
+                        if held is not None:
+                            assert held_conn is not None
+                            result = self._execute(held_conn, cmd.stmts)
+                            if not cmd.hold:
+                                done, held = held, None
+                                done.close()  # commits
+                        else:
+                            with self._source.connection() as conn:
+                                result = self._execute_tx(conn, cmd.stmts)
+                    elif isinstance(cmd, Call):
+                        result = cmd.fn(*cmd.args)
+                        if inspect.isawaitable(result):
+                            raise TypeError(_NEEDS_PLAIN_FUNCTION)
+                    elif isinstance(cmd, Sleep):
+                        time.sleep(cmd.seconds)
+                    else:  # pragma: no cover - a programming error in an operation
+                        raise TypeError(f"unknown command {cmd!r}")
+                except Exception as exc:
+                    if held is not None:
+                        done, held = held, None
+                        done.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
+                    error = translate(exc) if isinstance(exc, psycopg.Error) else exc
+                    if error is not exc:
+                        error.__cause__ = exc
+        finally:
+            if held is not None:
+                stop_exc = RuntimeError("operation abandoned")
+                held.__exit__(RuntimeError, stop_exc, None)
+            op.close()
+
+    def _prelude(self, conn: Connection[Any]) -> None:
+        if self._isolation:
+            conn.execute(query("set_tenant", self._schema), {"tenant": self._tenant}, prepare=self._prepare)
+
+    @property
+    def _prepare(self) -> bool | None:
+        return False if self._pgbouncer else None
+
+    def _execute_tx(self, conn: Connection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
+        """Run ``stmts`` as one transaction: one round trip when the statements can be pipelined."""
+        if len(stmts) == 1 and conn.autocommit and not self._isolation and stmts[0].script is None:
+            return [self._one(conn, stmts[0])]
+        if all(s.script is None for s in stmts):
+            with conn.pipeline(), conn.transaction():
+                self._prelude(conn)
+                cursors = [self._send(conn, s) for s in stmts]
+            return [_fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
+        with conn.transaction():
+            self._prelude(conn)
+            return self._execute(conn, stmts)
+
+    def _execute(self, conn: Connection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
+        """Run ``stmts`` inside the transaction already open on ``conn``."""
+        if len(stmts) > 1 and all(s.script is None for s in stmts):
+            with conn.pipeline():
+                cursors = [self._send(conn, s) for s in stmts]
+            return [_fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
+        return [self._one(conn, s) for s in stmts]
+
+    def _send(self, conn: Connection[Any], stmt: Stmt) -> psycopg.Cursor[Any]:
+        if stmt.script is not None:
+            return conn.execute(with_schema(stmt.script, self._schema))
+        params = {"tenant": self._tenant, **stmt.params}
+        return conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare)
+
+    def _one(self, conn: Connection[Any], stmt: Stmt) -> Any:
+        return _fetch(self._send(conn, stmt), stmt)
+
+    # --- schema --------------------------------------------------------------------------------------
+
+    def setup(self) -> list[int]:
+        """Create or upgrade the schema (safe to call from many processes at once). Returns the
+        migration versions applied by this call."""
+        return self.run(migration_ops.migrate(self._schema))
+
+    def migration_status(self) -> tuple[list[int], list[int]]:
+        """(applied, pending) migration versions."""
+        return self.run(migration_ops.status(self._schema))
+
+    # --- conversations -------------------------------------------------------------------------------
+
+    def create_conversation(
+        self,
+        conversation_id: str,
+        *,
+        app: str = "",
+        framework: str = "",
+        user_id: str = "",
+        channel: str = "",
+        status: str = "active",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken."""
+        return self.run(
+            conv_ops.create(
+                self._ctx,
+                conversation_id,
+                ensure=False,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                channel=channel,
+                status=status,
+                metadata=metadata,
+            )
+        )
+
+    def ensure_conversation(
+        self,
+        conversation_id: str,
+        *,
+        app: str = "",
+        framework: str = "",
+        user_id: str = "",
+        channel: str = "",
+        status: str = "active",
+        metadata: Mapping[str, Any] | None = None,
+    ) -> Conversation:
+        """Return the conversation, creating it with these fields if it does not exist."""
+        return self.run(
+            conv_ops.create(
+                self._ctx,
+                conversation_id,
+                ensure=True,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                channel=channel,
+                status=status,
+                metadata=metadata,
+            )
+        )
+
+    def get_conversation(self, conversation_id: str) -> Conversation | None:
+        return self.run(conv_ops.get(self._ctx, conversation_id))
+
+    def list_conversations(
+        self,
+        *,
+        app: str | None = None,
+        framework: str | None = None,
+        user_id: str | None = None,
+        status: str | None = None,
+        updated_before: datetime | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[Conversation]:
+        """Conversations of this tenant, most recently updated first."""
+        return self.run(
+            conv_ops.list_(
+                self._ctx,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                status=status,
+                updated_before=updated_before,
+                limit=limit,
+                offset=offset,
+            )
+        )
+
+    def update_conversation(
+        self,
+        conversation_id: str,
+        *,
+        status: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        expected_version: int | None = None,
+    ) -> Conversation:
+        """Change status and/or merge metadata keys; with ``expected_version``, only from that version."""
+        return self.run(
+            conv_ops.update(
+                self._ctx, conversation_id, status=status, metadata=metadata, expected_version=expected_version
+            )
+        )
+
+    def delete_conversation(self, conversation_id: str) -> bool:
+        """Delete a conversation and everything that belongs to it. False if it did not exist."""
+        return self.run(conv_ops.delete(self._ctx, conversation_id))
+
+    # --- event log -----------------------------------------------------------------------------------
+
+    def append_events(
+        self,
+        conversation_id: str,
+        events: Sequence[NewEvent],
+        *,
+        expected_seq: int | None = None,
+    ) -> list[Event]:
+        """Append events atomically, in order; already-stored event ids are skipped (idempotent)."""
+        return self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq))
+
+    def list_events(
+        self,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        after_seq: int | None = None,
+        since: datetime | None = None,
+        kinds: Sequence[str] | None = None,
+    ) -> list[Event]:
+        """The newest ``limit`` events (all if None), oldest first."""
+        return self.run(
+            event_ops.list_(self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
+        )
+
+    def pop_event(self, conversation_id: str) -> Event | None:
+        """Remove and return the newest event."""
+        return self.run(event_ops.pop(self._ctx, conversation_id))
+
+    def clear_events(self, conversation_id: str) -> int:
+        """Remove every event of the conversation; returns how many."""
+        return self.run(event_ops.clear(self._ctx, conversation_id))
+
+    # --- state documents -----------------------------------------------------------------------------
+
+    def get_state(self, ref: StateRef) -> StateDoc | None:
+        (doc,) = self.run(state_ops.get_many(self._ctx, [ref]))
+        return doc
+
+    def get_states(self, refs: Sequence[StateRef]) -> list[StateDoc | None]:
+        """Several documents in one round trip (e.g. session, user and app state)."""
+        return self.run(state_ops.get_many(self._ctx, refs))
+
+    def put_state(
+        self,
+        ref: StateRef,
+        data: Mapping[str, Any],
+        *,
+        expected_version: int | None = None,
+    ) -> StateDoc:
+        """Replace a document. ``expected_version``: None = unconditional, 0 = must not exist, n = must be at
+        n; otherwise :class:`~pgagentstate.errors.VersionConflict`."""
+        return self.run(state_ops.write(self._ctx, ref, data, (), replace=True, expected_version=expected_version))
+
+    def patch_state(
+        self,
+        ref: StateRef,
+        set: Mapping[str, Any] | None = None,
+        delete: Iterable[str] = (),
+        *,
+        expected_version: int | None = None,
+    ) -> StateDoc:
+        """Set and delete top-level keys, merged on the server: concurrent patches never lose each other."""
+        return self.run(state_ops.write(self._ctx, ref, set, delete, replace=False, expected_version=expected_version))
+
+    def state_history(self, ref: StateRef, *, limit: int | None = None) -> list[StateDoc]:
+        """Every stored version of a document, newest first."""
+        return self.run(state_ops.history(self._ctx, ref, limit=limit))
+
+    def get_state_at(
+        self,
+        ref: StateRef,
+        *,
+        version: int | None = None,
+        at: datetime | None = None,
+    ) -> StateDoc | None:
+        """The document as it was at ``version`` or at time ``at``."""
+        found = self.run(state_ops.history(self._ctx, ref, limit=1, version=version, at=at))
+        return found[0] if found else None
+
+    # --- turns ---------------------------------------------------------------------------------------
+
+    def turn(
+        self,
+        conversation_id: str,
+        *,
+        recent: int = 20,
+        state_name: str = "state",
+        create: bool = False,
+        **conversation_fields: Any,
+    ) -> Turn:
+        """``with store.turn(cid) as t:`` — load, let the agent work, save atomically on exit."""
+        fields = None
+        if create:
+            fields = {
+                "app": "",
+                "framework": "",
+                "user_id": "",
+                "channel": "",
+                "status": "active",
+                "metadata": None,
+                **conversation_fields,
+            }
+        return Turn(self, conversation_id, recent=recent, state_name=state_name, create=fields)
+
+    @contextmanager
+    def conversation_lock(self, conversation_id: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold a lock on the conversation across processes for the duration of the block.
+
+        A transaction-level advisory lock in a transaction kept open on one pooled connection, so it works
+        behind PgBouncer in transaction mode. ``timeout`` (seconds) raises ConflictError when exceeded.
+        """
+        check_id(conversation_id, "conversation_id", self._limits)
+        with self._source.connection() as conn:
+            try:
+                with conn.transaction():
+                    self._prelude(conn)
+                    if timeout is not None:
+                        conn.execute(
+                            query("lock_timeout", self._schema),
+                            {"timeout": f"{max(1, int(timeout * 1000))}ms"},
+                            prepare=self._prepare,
+                        )
+                    conn.execute(
+                        query("conversation_lock", self._schema),
+                        {"tenant": self._tenant, "id": conversation_id},
+                        prepare=self._prepare,
+                    )
+                    yield
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+
+    # --- workflow steps ------------------------------------------------------------------------------
+
+    def start_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        *,
+        position: int = 0,
+        lease: float = 60.0,
+    ) -> Step:
+        """Mark a step in progress (attempts + 1); a completed step is returned untouched."""
+        return self.run(workflow_ops.start(self._ctx, conversation_id, workflow, step, position=position, lease=lease))
+
+    def complete_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        result: Any = None,
+        *,
+        position: int = 0,
+    ) -> Step:
+        return self.run(
+            workflow_ops.set_status(
+                self._ctx, conversation_id, workflow, step, "completed", result=result, position=position
+            )
+        )
+
+    def fail_step(self, conversation_id: str, workflow: str, step: str, error: str, *, position: int = 0) -> Step:
+        return self.run(
+            workflow_ops.set_status(
+                self._ctx, conversation_id, workflow, step, "failed", error=error, position=position
+            )
+        )
+
+    def set_step_status(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        status: str,
+        *,
+        position: int = 0,
+    ) -> Step:
+        return self.run(workflow_ops.set_status(self._ctx, conversation_id, workflow, step, status, position=position))
+
+    def get_workflow(self, conversation_id: str, workflow: str | None = None) -> list[Step]:
+        """The steps of one workflow (or all workflows) of a conversation, in order."""
+        return self.run(workflow_ops.list_(self._ctx, conversation_id, workflow))
+
+    def run_step(
+        self,
+        conversation_id: str,
+        workflow: str,
+        step: str,
+        fn: Callable[[], Awaitable[T]] | Callable[[], T],
+        *,
+        position: int = 0,
+        lease: float = 60.0,
+    ) -> T:
+        """Run ``fn`` as a step unless it already completed (then return its recorded result)."""
+        result: T = self.run(
+            workflow_ops.run(self._ctx, conversation_id, workflow, step, fn, position=position, lease=lease)
+        )
+        return result
+
+    # --- idempotency ledger --------------------------------------------------------------------------
+
+    def run_once(
+        self,
+        key: str,
+        fn: Callable[[str], Awaitable[T]] | Callable[[str], T],
+        *,
+        api: str = "",
+        request: Any = None,
+        conversation_id: str | None = None,
+        lease: float = 30.0,
+        wait: float | None = None,
+    ) -> T:
+        """Run the side effect ``fn(key)`` at most once per key while it succeeds; replay its result after.
+
+        Pass ``key`` on to the external API as its idempotency key: a crash between the call and the
+        record re-sends the same key after the ``lease`` expires, and the API deduplicates.
+        """
+        result: T = self.run(
+            ledger_ops.run_once(
+                self._ctx, key, fn, api=api, request=request, conversation_id=conversation_id, lease=lease, wait=wait
+            )
+        )
+        return result
+
+    def get_ledger_entry(self, key: str) -> LedgerEntry | None:
+        return self.run(ledger_ops.get(self._ctx, key))
+
+    def list_ledger(self, *, conversation_id: str | None = None) -> list[LedgerEntry]:
+        return self.run(ledger_ops.list_(self._ctx, conversation_id))
+
+    # --- long-term memory ----------------------------------------------------------------------------
+
+    def put_memory(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        ttl: float | None = None,
+        user_id: str = "",
+        expected_version: int | None = None,
+    ) -> Memory:
+        """Store a memory item; ``ttl`` in seconds. ``expected_version`` as for :meth:`put_state`."""
+        return self.run(
+            memory_ops.put(
+                self._ctx, namespace, key, value, ttl=ttl, user_id=user_id, expected_version=expected_version
+            )
+        )
+
+    def get_memory(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> Memory | None:
+        return self.run(memory_ops.get(self._ctx, namespace, key, refresh_ttl=refresh_ttl))
+
+    def delete_memory(self, namespace: Sequence[str], key: str) -> bool:
+        return self.run(memory_ops.delete(self._ctx, namespace, key))
+
+    def search_memory(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        query: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        user_id: str | None = None,
+        limit: int = 10,
+        offset: int = 0,
+        refresh_ttl: bool = False,
+    ) -> list[Memory]:
+        """Items under a namespace prefix, filtered by value containment, ranked by full-text ``query``."""
+        return self.run(
+            memory_ops.search(
+                self._ctx,
+                namespace_prefix,
+                query=query,
+                filter=filter,
+                user_id=user_id,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        )
+
+    def list_memory_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int = 100,
+        offset: int = 0,
+    ) -> list[tuple[str, ...]]:
+        return self.run(
+            memory_ops.namespaces(
+                self._ctx, prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    # --- scratchpad ----------------------------------------------------------------------------------
+
+    def put_scratch(self, conversation_id: str, key: str, value: Any, *, ttl: float | None = None) -> None:
+        self.run(scratch_ops.put(self._ctx, conversation_id, key, value, ttl=ttl))
+
+    def get_scratch(self, conversation_id: str, key: str) -> Any | None:
+        found = self.run(scratch_ops.list_(self._ctx, conversation_id, key))
+        return found.get(key)
+
+    def list_scratch(self, conversation_id: str) -> dict[str, Any]:
+        return self.run(scratch_ops.list_(self._ctx, conversation_id))
+
+    def delete_scratch(self, conversation_id: str, key: str) -> bool:
+        return self.run(scratch_ops.delete(self._ctx, conversation_id, key))
+
+
+class Turn:
+    """One turn of a conversation: loaded on enter, saved atomically on a clean exit.
+
+    ``state`` is a plain dict to mutate; ``append`` queues events; ``set_status`` changes the
+    conversation's status. Nothing reaches the database until the block ends without an exception.
+    """
+
+    def __init__(
+        self,
+        store: StateStore,
+        conversation_id: str,
+        *,
+        recent: int,
+        state_name: str,
+        create: Mapping[str, Any] | None,
+    ) -> None:
+        self._store = store
+        self._id = conversation_id
+        self._recent = recent
+        self._state_name = state_name
+        self._create = create
+        self._loaded: turn_ops.Loaded | None = None
+        self._original: dict[str, Any] = {}
+        self._new_events: list[NewEvent] = []
+        self._status: str | None = None
+        self.state: dict[str, Any] = {}
+        self.appended: list[Event] = []
+
+    @property
+    def conversation(self) -> Conversation:
+        if self._loaded is None:
+            raise RuntimeError("the turn is not loaded yet: use it as a context manager")
+        return self._loaded.conversation
+
+    @property
+    def events(self) -> list[Event]:
+        """The newest events loaded with the turn (not including the ones appended in it)."""
+        return self._loaded.events if self._loaded else []
+
+    @property
+    def state_version(self) -> int:
+        return self._loaded.state.version if self._loaded and self._loaded.state else 0
+
+    def append(self, payload: Any, *, kind: str = "message", author: str = "", event_id: str | None = None) -> None:
+        self._new_events.append(NewEvent(payload=payload, kind=kind, author=author, event_id=event_id))
+
+    def set_status(self, status: str) -> None:
+        self._status = conv_ops.check_status(status)
+
+    def load(self) -> Turn:
+        self._loaded = self._store.run(
+            turn_ops.load(
+                self._store._ctx, self._id, recent=self._recent, state_name=self._state_name, create=self._create
+            )
+        )
+        self.state = copy.deepcopy(self._loaded.state.data) if self._loaded.state else {}
+        self._original = copy.deepcopy(self.state)
+        return self
+
+    def commit(self) -> list[Event]:
+        if self._loaded is None:
+            raise RuntimeError("the turn is not loaded yet")
+        changed = self.state != self._original
+        self.appended = self._store.run(
+            turn_ops.commit(
+                self._store._ctx,
+                self._loaded,
+                new_events=self._new_events,
+                state_name=self._state_name,
+                new_state=self.state if changed else None,
+                status=self._status,
+            )
+        )
+        return self.appended
+
+    def __enter__(self) -> Turn:
+        return self.load()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.commit()

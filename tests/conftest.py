@@ -1,0 +1,62 @@
+"""Shared fixtures: a real Postgres for every test, and a fresh schema per test.
+
+The server is ``$PGAGENTSTATE_TEST_DSN`` when set (CI sets it to the PostgreSQL on 127.0.0.1:5432), else
+the embedded pgserver in ``.pgagentstate/test-pg`` (started once and reused across runs).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from pgagentstate import AsyncStateStore, StateStore
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="session")
+def dsn() -> str:
+    """DSN of the Postgres server the tests run against."""
+    env = os.environ.get("PGAGENTSTATE_TEST_DSN")
+    if env:
+        return env
+    from pgagentstate.embedded import embedded_dsn
+
+    return embedded_dsn(ROOT / ".pgagentstate" / "test-pg")
+
+
+def new_schema_name() -> str:
+    return f"t_{uuid.uuid4().hex[:12]}"
+
+
+def drop_schema(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+@pytest.fixture
+def schema(dsn: str) -> Iterator[str]:
+    """A fresh schema with every migration applied; dropped after the test."""
+    name = new_schema_name()
+    with StateStore(dsn, schema=name, min_size=1, max_size=1) as setup_store:
+        setup_store.setup()
+    yield name
+    drop_schema(dsn, name)
+
+
+@pytest.fixture
+def store(dsn: str, schema: str) -> Iterator[StateStore]:
+    with StateStore(dsn, schema=schema) as s:
+        yield s
+
+
+@pytest.fixture
+async def astore(dsn: str, schema: str) -> AsyncIterator[AsyncStateStore]:
+    async with AsyncStateStore(dsn, schema=schema) as s:
+        yield s

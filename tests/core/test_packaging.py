@@ -1,0 +1,69 @@
+"""The project's shape: both halves of the package install together, the sync twin is generated, and
+the README's two commands are the ones CI runs."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import pgagentstate
+from pgagentstate import AsyncStateStore, AsyncTurn, StateStore, Turn
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_editable_install_exposes_core_and_adapters() -> None:
+    paths = {Path(p).resolve() for p in pgagentstate.__path__}
+    assert (ROOT / "core" / "pgagentstate").resolve() in paths
+    assert (ROOT / "adapters" / "pgagentstate").resolve() in paths
+
+
+@pytest.mark.slow
+def test_wheel_contains_both_halves(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("pgagentstate-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    expected = {f"pgagentstate/{p.relative_to(ROOT / 'core' / 'pgagentstate')}"
+                for p in (ROOT / "core" / "pgagentstate").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    expected |= {f"pgagentstate/{p.relative_to(ROOT / 'adapters' / 'pgagentstate')}"
+                 for p in (ROOT / "adapters" / "pgagentstate").rglob("*.py") if "__pycache__" not in p.parts}
+    expected.discard("pgagentstate/API_READY")
+    missing = sorted(expected - names)
+    assert not missing, missing
+    assert "pgagentstate/py.typed" in names
+
+
+def test_sync_store_is_generated_from_async() -> None:
+    proc = subprocess.run([sys.executable, str(ROOT / "tools" / "gen_sync.py"), "--check"], capture_output=True,
+                          text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+@pytest.mark.parametrize(("sync_cls", "async_cls"), [(StateStore, AsyncStateStore), (Turn, AsyncTurn)])
+def test_sync_and_async_apis_match(sync_cls: type, async_cls: type) -> None:
+    def api(cls: type) -> dict[str, list[str]]:
+        return {name: list(inspect.signature(member).parameters)
+                for name, member in inspect.getmembers(cls, callable) if not name.startswith("_")}
+
+    assert api(sync_cls) == api(async_cls)
+    assert api(sync_cls), "no public methods found"
+
+
+def test_readme_first_screen_has_the_two_commands_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_screen = readme.split("\n---", 1)[0]
+    commands = [line.strip() for line in first_screen.splitlines() if line.startswith("    ")]
+    assert len(commands) == 2, commands
+    demo, tests = commands
+    assert demo.endswith("pgagentstate demo")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    body = re.search(r"readme_tests\(\) \{\n\s*(.*?) \"\$@\"\n", ci)
+    assert body is not None
+    assert body.group(1) == tests

@@ -1,0 +1,38 @@
+"""Run ``mypy --strict`` on core/ and adapters/ as the one package they become when installed.
+
+mypy cannot follow a regular package split across two folders (core/pgagentstate and
+adapters/pgagentstate, joined at run time by ``pkgutil.extend_path``), so this builds the merged tree
+out of symlinks in a temporary folder and checks that; errors are reported with the real paths.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    with tempfile.TemporaryDirectory(prefix="pgagentstate-mypy-") as tmp:
+        merged = Path(tmp) / "pgagentstate"
+        merged.mkdir()
+        for half in (ROOT / "core" / "pgagentstate", ROOT / "adapters" / "pgagentstate"):
+            for entry in half.iterdir():
+                if entry.name != "__pycache__":
+                    (merged / entry.name).symlink_to(entry)
+        proc = subprocess.run(
+            [sys.executable, "-m", "mypy", "--strict", "--config-file", str(ROOT / "pyproject.toml"),
+             "-p", "pgagentstate"],
+            cwd=tmp, capture_output=True, text=True,
+            env={"MYPYPATH": tmp, "PATH": "/usr/bin:/bin"},
+        )
+        out = (proc.stdout + proc.stderr).replace(str(merged), "pgagentstate")
+        print(out, end="")
+        return proc.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
