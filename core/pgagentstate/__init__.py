@@ -6,9 +6,9 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from .aio import AsyncStateStore, AsyncTurn  # noqa: E402
-from .codec import Limits  # noqa: E402
-from .errors import (  # noqa: E402
+from .aio import AsyncStateStore, AsyncTurn
+from .codec import Limits
+from .errors import (
     AlreadyExists,
     ConflictError,
     ConnectionLost,
@@ -23,7 +23,7 @@ from .errors import (  # noqa: E402
     SchemaError,
     VersionConflict,
 )
-from .models import (  # noqa: E402
+from .models import (
     Conversation,
     Event,
     LedgerEntry,
@@ -33,7 +33,7 @@ from .models import (  # noqa: E402
     StateRef,
     Step,
 )
-from .sync import StateStore, Turn  # noqa: E402
+from .sync import StateStore, Turn
 
 __all__ = [
     "AlreadyExists",

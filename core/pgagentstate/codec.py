@@ -4,6 +4,9 @@ Postgres ``jsonb`` (and ``text``) cannot hold U+0000, which agents do receive (p
 Strings are therefore stored with a reversible escape: U+E000 (a private-use character) doubles itself, and
 U+0000 becomes U+E000 followed by ``"0"``. Both steps run only when the encoded text contains one of the two
 characters, so ordinary payloads pay for a substring search and nothing else.
+
+With ``Limits(allow_nan=True)``, NaN and the infinities (which jsonb cannot hold either) are stored as
+U+E000 followed by ``N``, ``I`` or ``-``: no escaped user string can look like that, so they round-trip.
 """
 
 from __future__ import annotations
@@ -79,13 +82,29 @@ def _unescape_str(s: str) -> str:
     return "".join(out)
 
 
-def _map_strings(value: Any, fn: Any) -> Any:
+_SPECIAL_FLOATS = {_ESC + "N": math.nan, _ESC + "I": math.inf, _ESC + "-": -math.inf}
+
+
+def _to_storage(value: Any) -> Any:
     if isinstance(value, str):
-        return fn(value)
+        return _escape_str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return _ESC + ("N" if math.isnan(value) else "I" if value > 0 else "-")
     if isinstance(value, dict):
-        return {fn(k): _map_strings(v, fn) for k, v in value.items()}
+        return {_escape_str(k): _to_storage(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_to_storage(v) for v in value]
+    return value
+
+
+def _from_storage(value: Any) -> Any:
+    if isinstance(value, str):
+        special = _SPECIAL_FLOATS.get(value)
+        return special if special is not None else _unescape_str(value)
+    if isinstance(value, dict):
+        return {_unescape_str(k): _from_storage(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_map_strings(v, fn) for v in value]
+        return [_from_storage(v) for v in value]
     return value
 
 
@@ -146,8 +165,8 @@ def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> s
         problem = _find_problem(value, path, 0, limits)
         if problem:
             raise problem
-    if "\\u0000" in text or _ESC in text:
-        text = json.dumps(_map_strings(value, _escape_str), ensure_ascii=False, separators=(",", ":"))
+    if "\\u0000" in text or _ESC in text or (limits.allow_nan and ("NaN" in text or "Infinity" in text)):
+        text = json.dumps(_to_storage(value), ensure_ascii=False, separators=(",", ":"))
     return text
 
 
@@ -165,13 +184,13 @@ def decode_text(text: str | bytes) -> Any:
     """Parse JSON text read from the database, undoing the NUL escape when present."""
     value = json.loads(text)
     if (_ESC_BYTES if isinstance(text, bytes) else _ESC) in text:  # type: ignore[operator]
-        value = _map_strings(value, _unescape_str)
+        value = _from_storage(value)
     return value
 
 
 def unescape(value: Any) -> Any:
-    """Undo the NUL escape on an already-parsed value (used where the driver parsed the JSON)."""
-    return _map_strings(value, _unescape_str)
+    """Undo the storage escapes on an already-parsed value (used where the driver parsed the JSON)."""
+    return _from_storage(value)
 
 
 def escape_text(value: str) -> str:

@@ -161,11 +161,18 @@ CREATE TABLE {schema}.snapshots (
     metadata         jsonb       NOT NULL DEFAULT '{}',
     channel_versions jsonb       NOT NULL DEFAULT '{}',
     created_at       timestamptz NOT NULL DEFAULT now(),
+    -- false: continues its chain (at most one such child per parent, see snapshots_linear_child_idx);
+    -- true: a branch started on purpose (time travel, update_state on an old checkpoint).
+    forked           boolean     NOT NULL DEFAULT false,
     PRIMARY KEY (tenant_id, conversation_id, namespace, snapshot_id),
     FOREIGN KEY (tenant_id, conversation_id)
         REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
 );
 CREATE INDEX snapshots_run_idx ON {schema}.snapshots (tenant_id, run_id) WHERE run_id IS NOT NULL;
+-- Two writers that loaded the same head cannot both commit a child of it (no silent forks).
+CREATE UNIQUE INDEX snapshots_linear_child_idx
+    ON {schema}.snapshots (tenant_id, conversation_id, namespace, (coalesce(parent_id, '')))
+    WHERE NOT forked;
 
 -- A channel value at a version, as an ordered list of content-addressed chunks: a list that only grew
 -- since the previous version shares all its old chunks, so storage grows linearly, not quadratically.
@@ -208,6 +215,15 @@ CREATE TABLE {schema}.snapshot_writes (
         REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
 );
 
+-- Threads deleted through the snapshot API: a late write of a run still in flight must not bring the
+-- thread back. A new chain (a parentless snapshot) or a copy clears the mark.
+CREATE TABLE {schema}.snapshot_tombstones (
+    tenant_id       text        NOT NULL,
+    conversation_id text        NOT NULL,
+    deleted_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id)
+);
+
 -- Raises inside a pipelined transaction when a version check fails, so that the statements queued
 -- after it are not executed and nothing of the transaction commits. SQLSTATEs PAS01 / PAS02 are mapped
 -- to VersionConflict / NotFound by pgagentstate.errors.translate.
@@ -240,6 +256,7 @@ ALTER TABLE {schema}.snapshots ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.snapshot_blobs ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.snapshot_chunks ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.snapshot_writes ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.snapshot_tombstones ENABLE ROW LEVEL SECURITY;
 CREATE POLICY tenant_isolation ON {schema}.conversations
     USING (tenant_id = current_setting('pgagentstate.tenant', true));
 CREATE POLICY tenant_isolation ON {schema}.events
@@ -263,4 +280,6 @@ CREATE POLICY tenant_isolation ON {schema}.snapshot_blobs
 CREATE POLICY tenant_isolation ON {schema}.snapshot_chunks
     USING (tenant_id = current_setting('pgagentstate.tenant', true));
 CREATE POLICY tenant_isolation ON {schema}.snapshot_writes
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.snapshot_tombstones
     USING (tenant_id = current_setting('pgagentstate.tenant', true));

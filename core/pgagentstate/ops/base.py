@@ -66,19 +66,19 @@ def tx(*stmts: Stmt, hold: bool = False) -> Tx:
     return Tx(tuple(stmts), hold=hold)
 
 
-def one(name: str, **params: Any) -> Op[Row | None]:
+def one(name: str, /, **params: Any) -> Op[Row | None]:
     """Run one statement in its own transaction; its first row, or None."""
     (row,) = yield Tx((Stmt(name, params, "one"),))
     return row  # type: ignore[no-any-return]
 
 
-def many(name: str, **params: Any) -> Op[list[Row]]:
+def many(name: str, /, **params: Any) -> Op[list[Row]]:
     """Run one statement in its own transaction; all its rows."""
     (rows,) = yield Tx((Stmt(name, params, "all"),))
     return rows  # type: ignore[no-any-return]
 
 
-def count(name: str, **params: Any) -> Op[int]:
+def count(name: str, /, **params: Any) -> Op[int]:
     """Run one statement in its own transaction; the number of rows it touched."""
     (n,) = yield Tx((Stmt(name, params, "rowcount"),))
     return n  # type: ignore[no-any-return]

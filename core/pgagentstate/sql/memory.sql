@@ -11,8 +11,8 @@ WITH up AS (
     ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
     SET value = EXCLUDED.value, user_id = EXCLUDED.user_id, ttl_seconds = EXCLUDED.ttl_seconds,
         expires_at = EXCLUDED.expires_at, updated_at = now(),
-        version = m.version + 1,
         -- an expired row is gone as far as readers know: overwriting it starts again at version 1
+        version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
         created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END
     WHERE %(expected_version)s::bigint IS NULL OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
     RETURNING m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at

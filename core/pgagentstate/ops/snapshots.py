@@ -1,0 +1,356 @@
+"""Snapshots: chains of opaque framework checkpoints (LangGraph's) with pending writes.
+
+A snapshot is an opaque ``(type, data)`` pair plus JSON ``metadata`` (filterable) and ``channel_versions``
+(``{channel: version}``). The larger channel values travel as blobs: an ordered list of chunks, each stored
+once per conversation under the hash of its bytes. A caller that splits a growing list into one chunk per
+element makes every version share the chunks of the previous one, so a 50-turn message history costs its
+messages once, not 50 times over.
+
+Chains do not fork silently: a snapshot that is not marked ``forked`` must be the only non-forked child of
+its parent (and a parentless one the only non-forked root of its namespace), else
+:class:`~pgagentstate.errors.VersionConflict` — two writers that loaded the same head cannot both win.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, cast
+
+from ..codec import check_id, check_text, decode_text, encode
+from ..errors import AlreadyExists, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
+from .base import Ctx, Op, Row, Stmt, Tx, many, one
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotBlob:
+    """A channel value at a version: ``chunks`` concatenated or interpreted by the caller (per ``type``).
+
+    Blobs returned by a read share their ``chunks`` objects: equal chunks are the same ``bytes`` object,
+    so a caller may memoise decoding by ``id()`` for the duration of one call.
+    """
+
+    channel: str
+    version: str
+    type: str
+    chunks: tuple[bytes, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """A pending write of a task, stored against the snapshot it will be applied to."""
+
+    task_id: str
+    idx: int
+    channel: str
+    type: str
+    data: bytes
+    task_path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    conversation_id: str
+    namespace: str
+    snapshot_id: str
+    parent_id: str | None
+    type: str
+    data: bytes
+    metadata: dict[str, Any]
+    channel_versions: dict[str, Any]
+    #: the blobs found for ``channel_versions``, by channel
+    blobs: dict[str, SnapshotBlob] = field(default_factory=dict)
+    #: ordered by (task_path, task_id, idx)
+    writes: tuple[SnapshotWrite, ...] = ()
+    #: no newer snapshot exists in its namespace (as of the read)
+    is_head: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ChannelHistory:
+    """What one channel needs to be rebuilt at a snapshot: its nearest stored value among the ancestors
+    (``seed``, None when the walk reached the root) and the writes after it, oldest first."""
+
+    writes: tuple[SnapshotWrite, ...]
+    seed: SnapshotBlob | None
+
+
+PruneStrategy = Literal["keep_latest", "delete"]
+
+
+def chunk_hash(data: bytes) -> str:
+    """Content address of a chunk: 128 bits of BLAKE2b, base64 (22 characters)."""
+    return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=16).digest()).rstrip(b"=").decode()
+
+
+def _check_bytes(ctx: Ctx, value: object, path: str) -> bytes:
+    if not isinstance(value, bytes | bytearray | memoryview):
+        raise InvalidInput(f"{path} must be bytes, not {type(value).__name__}", path=path)
+    data = bytes(value)
+    if len(data) > ctx.limits.max_payload_bytes:
+        raise PayloadTooLarge(len(data), ctx.limits.max_payload_bytes, path=path)
+    return data
+
+
+def _ids(ctx: Ctx, conversation_id: str, namespace: str) -> None:
+    check_id(conversation_id, "conversation_id", ctx.limits)
+    check_text(namespace, "namespace", ctx.limits)
+
+
+def put(
+    ctx: Ctx, conversation_id: str, snapshot_id: str, *, namespace: str, parent_id: str | None, type: str,
+    data: bytes, metadata: Mapping[str, Any], channel_versions: Mapping[str, Any], blobs: Sequence[SnapshotBlob],
+    run_id: str | None, forked: bool, framework: str,
+) -> Op[None]:
+    lim = ctx.limits
+    _ids(ctx, conversation_id, namespace)
+    check_id(snapshot_id, "snapshot_id", lim)
+    if parent_id is not None:
+        check_id(parent_id, "parent_id", lim)
+    if run_id is not None:
+        check_text(run_id, "run_id", lim)
+    chunks: dict[str, bytes] = {}
+    channels: list[str] = []
+    versions: list[str] = []
+    types: list[str] = []
+    lists: list[str] = []
+    for i, blob in enumerate(blobs):
+        hashes = []
+        for j, piece in enumerate(blob.chunks):
+            piece = _check_bytes(ctx, piece, f"blobs[{i}].chunks[{j}]")
+            h = chunk_hash(piece)
+            chunks.setdefault(h, piece)
+            hashes.append(h)
+        channels.append(check_text(blob.channel, f"blobs[{i}].channel", lim, allow_empty=False))
+        versions.append(check_text(str(blob.version), f"blobs[{i}].version", lim, allow_empty=False))
+        types.append(check_text(blob.type, f"blobs[{i}].type", lim))
+        lists.append(" ".join(hashes))
+    params = {
+        "conversation_id": conversation_id, "namespace": namespace, "snapshot_id": snapshot_id,
+        "parent_id": parent_id, "run_id": run_id, "type": check_text(type, "type", lim),
+        "data": _check_bytes(ctx, data, "data"),
+        "metadata": encode(dict(metadata), lim, path="metadata"),
+        "channel_versions": encode(dict(channel_versions), lim, path="channel_versions"),
+        "forked": forked, "hashes": list(chunks), "datas": list(chunks.values()),
+        "channels": channels, "versions": versions, "types": types, "chunk_lists": lists,
+    }
+    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "none"),)
+    if parent_id is None:
+        # A new chain: the only snapshot that may create its conversation (and undelete it).
+        conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
+        stmts = (
+            Stmt("snapshot_conversation_ensure", {**conv, "revive": True}, "none"),
+            Stmt("snapshot_tombstone_clear", conv, "none"),
+            *stmts,
+        )
+    try:
+        yield Tx(stmts)
+    except AlreadyExists:
+        # snapshots_linear_child_idx: another writer continued this chain from the same parent first.
+        head = yield from one("snapshot_head", conversation_id=conversation_id, namespace=namespace)
+        # Snapshot ids are strings; VersionConflict's fields are typed for integer versions.
+        raise VersionConflict(
+            cast(Any, parent_id), cast(Any, head[0] if head else None),
+            what=f"snapshot chain of {conversation_id!r} (namespace {namespace!r}): parent",
+        ) from None
+
+
+def put_writes(
+    ctx: Ctx, conversation_id: str, snapshot_id: str, *, namespace: str, writes: Sequence[SnapshotWrite],
+    framework: str,
+) -> Op[None]:
+    lim = ctx.limits
+    _ids(ctx, conversation_id, namespace)
+    check_id(snapshot_id, "snapshot_id", lim)
+    if not writes:
+        return
+    for i, w in enumerate(writes):
+        if not isinstance(w, SnapshotWrite):
+            raise InvalidInput(f"writes[{i}] must be a SnapshotWrite", path=f"writes[{i}]")
+        check_id(w.task_id, f"writes[{i}].task_id", lim)
+        check_text(w.channel, f"writes[{i}].channel", lim, allow_empty=False)
+    params = {
+        "conversation_id": conversation_id, "namespace": namespace, "snapshot_id": snapshot_id,
+        "task_ids": [w.task_id for w in writes], "idxs": [int(w.idx) for w in writes],
+        "channels": [w.channel for w in writes], "types": [w.type for w in writes],
+        "datas": [_check_bytes(ctx, w.data, f"writes[{i}].data") for i, w in enumerate(writes)],
+        "task_paths": [w.task_path for w in writes],
+    }
+    (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
+    if n:
+        return
+    # Nothing written: a retry of writes already stored, or the conversation does not exist yet (a run
+    # saves writes in the background, so they can arrive before the first snapshot of a new thread) or
+    # any more (deleted: then the ensure below does nothing and the writes are dropped).
+    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
+    try:
+        yield Tx((Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none"),
+                  Stmt("snapshot_writes_put", params, "none")))
+    except NotFound:
+        return
+
+
+def _rows_by_kind(rows: Sequence[Row]) -> tuple[dict[str, list[Row]], dict[tuple[str, str], bytes]]:
+    kinds: dict[str, list[Row]] = {"s": [], "b": [], "w": [], "a": []}
+    chunks: dict[tuple[str, str], bytes] = {}
+    for r in rows:
+        if r[0] == "c":
+            chunks[(r[1], r[5])] = bytes(r[7])
+        else:
+            kinds[r[0]].append(r)
+    return kinds, chunks
+
+
+def _blob(row: Row, chunks: Mapping[tuple[str, str], bytes]) -> SnapshotBlob:
+    # A chunk that is missing (deleted under a concurrent prune) makes the blob unreadable rather than wrong.
+    pieces = tuple(chunks[(row[1], h)] for h in row[10] if (row[1], h) in chunks)
+    if len(pieces) != len(row[10]):
+        raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing")
+    return SnapshotBlob(channel=row[5], version=row[8], type=row[6], chunks=pieces)
+
+
+def _write(row: Row) -> SnapshotWrite:
+    return SnapshotWrite(task_id=row[8], idx=row[11], channel=row[5], type=row[6], data=bytes(row[7]),
+                         task_path=row[4] or "")
+
+
+def _write_key(w: SnapshotWrite) -> tuple[str, str, int]:
+    return (w.task_path, w.task_id, w.idx)
+
+
+def read(
+    ctx: Ctx, *, conversation_id: str | None, namespace: str | None, snapshot_id: str | None,
+    before: str | None, filter: Mapping[str, Any] | None, limit: int | None,
+) -> Op[list[Snapshot]]:
+    """Snapshots newest first, with their blobs and writes, in one statement."""
+    if conversation_id is not None:
+        check_id(conversation_id, "conversation_id", ctx.limits)
+    if namespace is not None:
+        check_text(namespace, "namespace", ctx.limits)
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must not be negative", path="limit")
+    rows = yield from many(
+        "snapshot_read", conversation_id=conversation_id, namespace=namespace, snapshot_id=snapshot_id,
+        before=before, filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
+        limit=limit,
+    )
+    kinds, chunks = _rows_by_kind(rows)
+    blobs: dict[tuple[str, str, str, str], SnapshotBlob] = {}
+    for r in kinds["b"]:
+        blobs[(r[1], r[2], r[5], r[8])] = _blob(r, chunks)
+    writes: dict[tuple[str, str, str], list[SnapshotWrite]] = {}
+    for r in kinds["w"]:
+        writes.setdefault((r[1], r[2], r[3]), []).append(_write(r))
+    out: list[Snapshot] = []
+    for r in sorted(kinds["s"], key=lambda r: r[3], reverse=True):
+        conv, ns, sid = r[1], r[2], r[3]
+        versions = decode_text(r[9])
+        found = {}
+        for ch, v in versions.items():
+            blob = blobs.get((conv, ns, ch, str(v)))
+            if blob is not None:
+                found[ch] = blob
+        out.append(Snapshot(
+            conversation_id=conv, namespace=ns, snapshot_id=sid, parent_id=r[4], type=r[6], data=bytes(r[7]),
+            metadata=decode_text(r[8]), channel_versions=versions, blobs=found,
+            writes=tuple(sorted(writes.get((conv, ns, sid), ()), key=_write_key)), is_head=bool(r[12]),
+        ))
+    return out
+
+
+def chain(
+    ctx: Ctx, conversation_id: str, snapshot_id: str, channels: Sequence[str], *, namespace: str,
+    payload: bool = True,
+) -> Op[tuple[list[str], dict[str, ChannelHistory]]]:
+    """The ancestors of a snapshot walked until every channel has a seed, nearest first, and per channel
+    its seed and the writes after it (oldest first). One statement however long the chain is."""
+    _ids(ctx, conversation_id, namespace)
+    check_id(snapshot_id, "snapshot_id", ctx.limits)
+    names = [check_text(c, "channels", ctx.limits, allow_empty=False) for c in channels]
+    if not names:
+        return [], {}
+    rows = yield from many("snapshot_chain", conversation_id=conversation_id, namespace=namespace,
+                           snapshot_id=snapshot_id, channels=names, payload=payload)
+    kinds, chunks = _rows_by_kind(rows)
+    ancestors = sorted(kinds["a"], key=lambda r: r[11])
+    depth = {r[3]: r[11] for r in ancestors}
+    seeds = {r[5]: _blob(r, chunks) for r in kinds["b"]}
+    per_channel: dict[str, list[tuple[int, SnapshotWrite]]] = {c: [] for c in names}
+    for r in kinds["w"]:
+        if r[5] in per_channel:
+            per_channel[r[5]].append((depth[r[3]], _write(r)))
+    history = {
+        c: ChannelHistory(
+            # Oldest ancestor first; within a snapshot in the order its tasks were applied.
+            writes=tuple(w for _, w in sorted(per_channel[c], key=lambda dw: (-dw[0], _write_key(dw[1])))),
+            seed=seeds.get(c),
+        )
+        for c in names
+    }
+    return [r[3] for r in ancestors], history
+
+
+def delete_conversation(ctx: Ctx, conversation_id: str) -> Op[bool]:
+    """Delete the conversation with everything in it, and refuse late writes for it (a tombstone)."""
+    check_id(conversation_id, "conversation_id", ctx.limits)
+    (gone, _) = yield Tx((Stmt("conversation_delete", {"id": conversation_id}, "one"),
+                          Stmt("snapshot_tombstone_put", {"conversation_id": conversation_id}, "none")))
+    return bool(gone and gone[0])
+
+
+def _gc(conversation_ids: Sequence[str]) -> tuple[Stmt, ...]:
+    ids = {"conversation_ids": list(conversation_ids)}
+    return (Stmt("snapshot_blobs_gc", ids, "none"), Stmt("snapshot_chunks_gc", ids, "none"))
+
+
+def delete_runs(ctx: Ctx, run_ids: Sequence[str]) -> Op[None]:
+    runs = [check_text(r, "run_ids", ctx.limits, allow_empty=False) for r in run_ids]
+    if not runs:
+        return
+    (rows,) = yield Tx((Stmt("snapshot_delete_runs", {"run_ids": runs}, "all"),), hold=True)
+    yield Tx(_gc([r[0] for r in rows]))
+
+
+def copy(ctx: Ctx, source: str, target: str) -> Op[None]:
+    check_id(source, "source", ctx.limits)
+    check_id(target, "target", ctx.limits)
+    if source == target:
+        raise InvalidInput("cannot copy a conversation onto itself", path="target")
+    p = {"source": source, "target": target}
+    yield Tx((
+        Stmt("snapshot_copy_conversation", p, "none"),
+        Stmt("snapshot_tombstone_clear", {"conversation_id": target}, "none"),
+        Stmt("snapshot_copy_chunks", p, "none"),
+        Stmt("snapshot_copy_blobs", p, "none"),
+        Stmt("snapshot_copy_snapshots", p, "none"),
+        Stmt("snapshot_copy_writes", p, "none"),
+    ))
+
+
+def prune(ctx: Ctx, conversation_ids: Sequence[str], strategy: str) -> Op[None]:
+    """``keep_latest``: each namespace keeps its head (and the ancestors its delta channels are rebuilt
+    from, with their writes); ``delete``: every snapshot goes, the conversations stay."""
+    ids = [check_id(c, "conversation_ids", ctx.limits) for c in conversation_ids]
+    if strategy not in ("keep_latest", "delete"):
+        raise InvalidInput(f"unknown prune strategy {strategy!r}; use 'keep_latest' or 'delete'", path="strategy")
+    if not ids:
+        return
+    if strategy == "delete":
+        yield Tx((Stmt("snapshot_purge", {"conversation_ids": ids}, "none"),))
+        return
+    heads = yield from many("snapshot_prune_heads", conversation_ids=ids)
+    keep: list[tuple[str, str, str]] = []
+    for conv, ns, head, delta_channels in heads:
+        if delta_channels:
+            walked, _ = yield from chain(ctx, conv, head, delta_channels, namespace=ns, payload=False)
+            keep += [(conv, ns, sid) for sid in walked]
+    yield Tx((
+        Stmt("snapshot_prune_keep", {
+            "head_conversations": [h[0] for h in heads], "head_namespaces": [h[1] for h in heads],
+            "head_ids": [h[2] for h in heads], "keep_conversations": [k[0] for k in keep],
+            "keep_namespaces": [k[1] for k in keep], "keep_ids": [k[2] for k in keep],
+        }, "none"),
+        *_gc(ids),
+    ))

@@ -1,0 +1,320 @@
+-- Snapshots: chains of opaque checkpoints (LangGraph's) per (conversation, namespace), channel values as
+-- ordered lists of content-addressed chunks, and pending writes. Every statement is scoped by %(tenant)s.
+--
+-- Reads return one row shape for every kind of record, so that a snapshot, the blobs it references, the
+-- chunks of those blobs (each distinct chunk once) and its pending writes arrive in one statement:
+--   kind  conversation_id namespace snapshot_id parent_id key     type data  text1     text2            chunks  idx   flag
+--   's'   conv            ns        id          parent    -       type data  metadata  channel_versions -       -     is_head
+--   'b'   conv            ns        -           -         channel type -     version   -                hashes  -     -
+--   'c'   conv            -         -           -         hash    -    data  -         -                -       -     -
+--   'w'   conv            ns        id          task_path channel type data  task_id   -                -       idx   -
+--   'a'   conv            ns        id          -         -       -    -     -         -                seeded  depth -
+
+-- name: snapshot_put
+-- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
+-- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx.
+WITH chunks AS (
+    INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
+    SELECT %(tenant)s, %(conversation_id)s, x.hash, x.data
+    FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
+    ON CONFLICT DO NOTHING
+), blobs AS (
+    INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks)
+    SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, x.channel, x.version, x.type,
+           string_to_array(x.chunks, ' ')
+    FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(chunk_lists)s::text[])
+         AS x(channel, version, type, chunks)
+    ON CONFLICT DO NOTHING
+), touched AS (
+    -- Retention looks at updated_at; refreshing it at most every 30 s keeps this a no-op on hot threads.
+    UPDATE {schema}.conversations c SET updated_at = now()
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s AND c.updated_at < now() - interval '30 seconds'
+)
+INSERT INTO {schema}.snapshots AS s
+    (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
+     channel_versions, forked)
+VALUES (%(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, %(parent_id)s, %(run_id)s, %(type)s,
+        %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb, %(forked)s)
+ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
+SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
+    channel_versions = EXCLUDED.channel_versions, run_id = EXCLUDED.run_id
+
+-- name: snapshot_conversation_ensure
+-- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
+-- snapshot_conversation_delete stays deleted (late writes of a run that was still in flight).
+INSERT INTO {schema}.conversations (tenant_id, id, framework)
+SELECT %(tenant)s, %(conversation_id)s, %(framework)s
+WHERE %(revive)s OR NOT EXISTS (
+    SELECT 1 FROM {schema}.snapshot_tombstones t
+    WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s)
+ON CONFLICT (tenant_id, id) DO NOTHING
+
+-- name: snapshot_tombstone_clear
+DELETE FROM {schema}.snapshot_tombstones t WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s
+
+-- name: snapshot_tombstone_put
+INSERT INTO {schema}.snapshot_tombstones (tenant_id, conversation_id) VALUES (%(tenant)s, %(conversation_id)s)
+ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET deleted_at = now()
+
+-- name: snapshot_head
+SELECT s.snapshot_id FROM {schema}.snapshots s
+WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
+ORDER BY s.snapshot_id DESC
+LIMIT 1
+
+-- name: snapshot_writes_put
+-- Regular writes (idx >= 0): the first writer wins. Special channels (negative idx: error, interrupt,
+-- resume, scheduled) are overwritten. Nothing is written for a conversation that does not exist.
+INSERT INTO {schema}.snapshot_writes AS w
+    (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
+SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, x.task_id, x.idx, x.channel, x.type,
+       x.data, x.task_path
+FROM unnest(%(task_ids)s::text[], %(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(datas)s::bytea[],
+            %(task_paths)s::text[]) AS x(task_id, idx, channel, type, data, task_path)
+WHERE EXISTS (SELECT 1 FROM {schema}.conversations c WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
+ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx) DO UPDATE
+SET channel = EXCLUDED.channel, type = EXCLUDED.type, data = EXCLUDED.data, task_path = EXCLUDED.task_path
+WHERE EXCLUDED.idx < 0
+
+-- name: snapshot_read
+-- Newest first. NULL parameters do not filter; %(snapshot_id)s NULL with %(limit)s 1 is "the latest".
+-- Each blob and each chunk is sent once, however many of the selected snapshots share it.
+WITH sel AS MATERIALIZED (
+    SELECT s.conversation_id, s.namespace, s.snapshot_id, s.parent_id, s.type, s.data, s.metadata,
+           s.channel_versions
+    FROM {schema}.snapshots s
+    WHERE s.tenant_id = %(tenant)s
+      AND (%(conversation_id)s::text IS NULL OR s.conversation_id = %(conversation_id)s)
+      AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
+      AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = %(snapshot_id)s)
+      AND (%(before)s::text IS NULL OR s.snapshot_id < %(before)s)
+      AND (%(filter)s::jsonb IS NULL OR s.metadata @> %(filter)s::jsonb)
+    ORDER BY s.snapshot_id DESC
+    LIMIT %(limit)s
+), refs AS MATERIALIZED (
+    SELECT DISTINCT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks
+    FROM sel
+    CROSS JOIN LATERAL jsonb_each_text(sel.channel_versions) AS v(channel, version)
+    JOIN {schema}.snapshot_blobs b
+      ON b.tenant_id = %(tenant)s AND b.conversation_id = sel.conversation_id AND b.namespace = sel.namespace
+     AND b.channel = v.channel AND b.version = v.version
+)
+SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.parent_id, NULL::text, sel.type,
+       sel.data, sel.metadata::text, sel.channel_versions::text, NULL::text[], NULL::int,
+       NOT EXISTS (SELECT 1 FROM {schema}.snapshots n
+                   WHERE n.tenant_id = %(tenant)s AND n.conversation_id = sel.conversation_id
+                     AND n.namespace = sel.namespace AND n.snapshot_id > sel.snapshot_id)
+FROM sel
+UNION ALL
+SELECT 'b', r.conversation_id, r.namespace, NULL, NULL, r.channel, r.type, NULL, r.version, NULL, r.chunks, NULL,
+       NULL
+FROM refs r
+UNION ALL
+SELECT 'c', c.conversation_id, NULL, NULL, NULL, c.hash, NULL, c.data, NULL, NULL, NULL, NULL, NULL
+FROM (SELECT DISTINCT r.conversation_id, unnest(r.chunks) AS hash FROM refs r) AS h
+JOIN {schema}.snapshot_chunks c
+  ON c.tenant_id = %(tenant)s AND c.conversation_id = h.conversation_id AND c.hash = h.hash
+UNION ALL
+SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
+       NULL, NULL, w.idx, NULL
+FROM sel
+JOIN {schema}.snapshot_writes w
+  ON w.tenant_id = %(tenant)s AND w.conversation_id = sel.conversation_id AND w.namespace = sel.namespace
+ AND w.snapshot_id = sel.snapshot_id
+
+-- name: snapshot_chain
+-- Walks the parents of %(snapshot_id)s (not the snapshot itself), nearest first, until every channel in
+-- %(channels)s has a stored value (a blob at the version the ancestor references): its "seed". Returns
+-- the ancestors walked ('a', with the channels seeded there), and unless %(payload)s is false the writes
+-- those ancestors hold for channels not yet seeded above them, plus the seed blobs and their chunks.
+WITH RECURSIVE chain AS (
+    SELECT p.snapshot_id, p.parent_id, p.channel_versions, 1 AS depth, x.remaining, x.seeded
+    FROM {schema}.snapshots t
+    JOIN {schema}.snapshots p
+      ON p.tenant_id = t.tenant_id AND p.conversation_id = t.conversation_id AND p.namespace = t.namespace
+     AND p.snapshot_id = t.parent_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NULL), '{}') AS remaining,
+               coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NOT NULL), '{}') AS seeded
+        FROM unnest(%(channels)s::text[]) AS ch(name)
+        LEFT JOIN {schema}.snapshot_blobs b
+          ON b.tenant_id = p.tenant_id AND b.conversation_id = p.conversation_id AND b.namespace = p.namespace
+         AND b.channel = ch.name AND b.version = p.channel_versions ->> ch.name
+    ) AS x
+    WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s AND t.namespace = %(namespace)s
+      AND t.snapshot_id = %(snapshot_id)s
+  UNION ALL
+    SELECT p.snapshot_id, p.parent_id, p.channel_versions, c.depth + 1, x.remaining, x.seeded
+    FROM chain c
+    JOIN {schema}.snapshots p
+      ON p.tenant_id = %(tenant)s AND p.conversation_id = %(conversation_id)s AND p.namespace = %(namespace)s
+     AND p.snapshot_id = c.parent_id
+    CROSS JOIN LATERAL (
+        SELECT coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NULL), '{}') AS remaining,
+               coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NOT NULL), '{}') AS seeded
+        FROM unnest(c.remaining) AS ch(name)
+        LEFT JOIN {schema}.snapshot_blobs b
+          ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
+         AND b.channel = ch.name AND b.version = p.channel_versions ->> ch.name
+    ) AS x
+    WHERE cardinality(c.remaining) > 0
+), chain_m AS MATERIALIZED (
+    SELECT * FROM chain
+), seeds AS MATERIALIZED (
+    SELECT b.channel, b.version, b.type, b.chunks
+    FROM chain_m c
+    CROSS JOIN LATERAL unnest(c.seeded) AS s(channel)
+    JOIN {schema}.snapshot_blobs b
+      ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
+     AND b.channel = s.channel AND b.version = c.channel_versions ->> s.channel
+    WHERE %(payload)s
+)
+SELECT 'a'::text, %(conversation_id)s::text, %(namespace)s::text, c.snapshot_id, NULL::text, NULL::text,
+       NULL::text, NULL::bytea, NULL::text, NULL::text, c.seeded, c.depth, NULL::bool
+FROM chain_m c
+UNION ALL
+SELECT 'b', %(conversation_id)s, %(namespace)s, NULL, NULL, s.channel, s.type, NULL, s.version, NULL, s.chunks,
+       NULL, NULL
+FROM seeds s
+UNION ALL
+SELECT 'c', c.conversation_id, NULL, NULL, NULL, c.hash, NULL, c.data, NULL, NULL, NULL, NULL, NULL
+FROM (SELECT DISTINCT unnest(s.chunks) AS hash FROM seeds s) AS h
+JOIN {schema}.snapshot_chunks c
+  ON c.tenant_id = %(tenant)s AND c.conversation_id = %(conversation_id)s AND c.hash = h.hash
+UNION ALL
+SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
+       NULL, NULL, w.idx, NULL
+FROM chain_m c
+JOIN {schema}.snapshot_writes w
+  ON w.tenant_id = %(tenant)s AND w.conversation_id = %(conversation_id)s AND w.namespace = %(namespace)s
+ AND w.snapshot_id = c.snapshot_id AND w.channel = ANY(c.remaining || c.seeded)
+WHERE %(payload)s
+
+-- name: snapshot_delete_runs
+WITH gone AS (
+    DELETE FROM {schema}.snapshots s
+    WHERE s.tenant_id = %(tenant)s AND s.run_id = ANY(%(run_ids)s::text[])
+    RETURNING s.conversation_id, s.namespace, s.snapshot_id
+), writes AS (
+    DELETE FROM {schema}.snapshot_writes w
+    USING gone
+    WHERE w.tenant_id = %(tenant)s AND w.conversation_id = gone.conversation_id
+      AND w.namespace = gone.namespace AND w.snapshot_id = gone.snapshot_id
+)
+SELECT DISTINCT gone.conversation_id FROM gone
+
+-- name: snapshot_blobs_gc
+-- Blobs that no remaining snapshot of their namespace references. One statement, one snapshot of the
+-- data: a put that commits meanwhile brings its snapshot and its blobs together, so neither is seen.
+WITH used AS (
+    SELECT DISTINCT s.conversation_id, s.namespace, v.channel, v.version
+    FROM {schema}.snapshots s
+    CROSS JOIN LATERAL jsonb_each_text(s.channel_versions) AS v(channel, version)
+    WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
+)
+DELETE FROM {schema}.snapshot_blobs b
+WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM used u
+                  WHERE u.conversation_id = b.conversation_id AND u.namespace = b.namespace
+                    AND u.channel = b.channel AND u.version = b.version)
+
+-- name: snapshot_chunks_gc
+WITH used AS (
+    SELECT DISTINCT b.conversation_id, h.hash
+    FROM {schema}.snapshot_blobs b
+    CROSS JOIN LATERAL unnest(b.chunks) AS h(hash)
+    WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s::text[])
+)
+DELETE FROM {schema}.snapshot_chunks c
+WHERE c.tenant_id = %(tenant)s AND c.conversation_id = ANY(%(conversation_ids)s::text[])
+  AND NOT EXISTS (SELECT 1 FROM used u WHERE u.conversation_id = c.conversation_id AND u.hash = c.hash)
+
+-- name: snapshot_prune_heads
+-- The head of every namespace, with the delta channels (LangGraph DeltaChannel) it has not snapshotted:
+-- their values live in the writes of ancestors, which keep_latest must keep.
+SELECT DISTINCT ON (s.conversation_id, s.namespace) s.conversation_id, s.namespace, s.snapshot_id,
+       ARRAY(SELECT jsonb_object_keys(CASE WHEN jsonb_typeof(s.metadata -> 'counters_since_delta_snapshot') = 'object'
+                                          THEN s.metadata -> 'counters_since_delta_snapshot' ELSE '{}' END))
+FROM {schema}.snapshots s
+WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
+ORDER BY s.conversation_id, s.namespace, s.snapshot_id DESC
+
+-- name: snapshot_prune_keep
+-- Deletes, in each namespace read by snapshot_prune_heads, the snapshots older than its head that are
+-- not kept, with their writes. A snapshot saved after the heads were read is newer than its head: kept.
+WITH heads AS (
+    SELECT * FROM unnest(%(head_conversations)s::text[], %(head_namespaces)s::text[], %(head_ids)s::text[])
+        AS h(conversation_id, namespace, snapshot_id)
+), keep AS (
+    SELECT * FROM unnest(%(keep_conversations)s::text[], %(keep_namespaces)s::text[], %(keep_ids)s::text[])
+        AS k(conversation_id, namespace, snapshot_id)
+), gone AS (
+    DELETE FROM {schema}.snapshots s
+    USING heads h
+    WHERE s.tenant_id = %(tenant)s AND s.conversation_id = h.conversation_id AND s.namespace = h.namespace
+      AND s.snapshot_id < h.snapshot_id
+      AND NOT EXISTS (SELECT 1 FROM keep k
+                      WHERE k.conversation_id = s.conversation_id AND k.namespace = s.namespace
+                        AND k.snapshot_id = s.snapshot_id)
+    RETURNING s.conversation_id, s.namespace, s.snapshot_id
+)
+DELETE FROM {schema}.snapshot_writes w
+USING gone
+WHERE w.tenant_id = %(tenant)s AND w.conversation_id = gone.conversation_id AND w.namespace = gone.namespace
+  AND w.snapshot_id = gone.snapshot_id
+
+-- name: snapshot_purge
+-- Every snapshot, blob, chunk and write of the conversations; the conversations themselves stay.
+WITH s AS (
+    DELETE FROM {schema}.snapshots s
+    WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
+), b AS (
+    DELETE FROM {schema}.snapshot_blobs b
+    WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s::text[])
+), c AS (
+    DELETE FROM {schema}.snapshot_chunks c
+    WHERE c.tenant_id = %(tenant)s AND c.conversation_id = ANY(%(conversation_ids)s::text[])
+)
+DELETE FROM {schema}.snapshot_writes w
+WHERE w.tenant_id = %(tenant)s AND w.conversation_id = ANY(%(conversation_ids)s::text[])
+
+-- name: snapshot_copy_conversation
+-- The target gets the source's fields; nothing happens when the source does not exist.
+INSERT INTO {schema}.conversations (tenant_id, id, app, framework, user_id, channel, status, metadata)
+SELECT c.tenant_id, %(target)s, c.app, c.framework, c.user_id, c.channel, c.status, c.metadata
+FROM {schema}.conversations c
+WHERE c.tenant_id = %(tenant)s AND c.id = %(source)s
+ON CONFLICT (tenant_id, id) DO NOTHING
+
+-- name: snapshot_copy_chunks
+INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
+SELECT c.tenant_id, %(target)s, c.hash, c.data
+FROM {schema}.snapshot_chunks c
+WHERE c.tenant_id = %(tenant)s AND c.conversation_id = %(source)s
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_blobs
+INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks)
+SELECT b.tenant_id, %(target)s, b.namespace, b.channel, b.version, b.type, b.chunks
+FROM {schema}.snapshot_blobs b
+WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(source)s
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_snapshots
+INSERT INTO {schema}.snapshots
+    (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
+     channel_versions, created_at, forked)
+SELECT s.tenant_id, %(target)s, s.namespace, s.snapshot_id, s.parent_id, s.run_id, s.type, s.data, s.metadata,
+       s.channel_versions, s.created_at, s.forked
+FROM {schema}.snapshots s
+WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(source)s
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_writes
+INSERT INTO {schema}.snapshot_writes
+    (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
+SELECT w.tenant_id, %(target)s, w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type, w.data,
+       w.task_path
+FROM {schema}.snapshot_writes w
+WHERE w.tenant_id = %(tenant)s AND w.conversation_id = %(source)s
+ON CONFLICT DO NOTHING

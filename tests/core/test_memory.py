@@ -1,0 +1,88 @@
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from pgagentstate import AsyncStateStore, InvalidId, InvalidInput, StateStore, VersionConflict
+
+
+def test_put_get_delete_and_versions(store: StateStore) -> None:
+    ns = ("users", "u1", "facts")
+    m = store.put_memory(ns, "email", {"text": "email is meu@email.com"}, user_id="u1")
+    assert (m.namespace, m.key, m.version, m.user_id, m.expires_at) == (ns, "email", 1, "u1", None)
+    m2 = store.put_memory(ns, "email", {"text": "email is novo@email.com"}, expected_version=1)
+    assert m2.version == 2 and m2.created_at == m.created_at
+    with pytest.raises(VersionConflict):
+        store.put_memory(ns, "email", {"text": "stale"}, expected_version=1)
+    with pytest.raises(VersionConflict):
+        store.put_memory(ns, "email", {"text": "exists"}, expected_version=0)
+    got = store.get_memory(ns, "email")
+    assert got is not None and got.value == {"text": "email is novo@email.com"}
+    assert store.delete_memory(ns, "email") is True
+    assert store.delete_memory(ns, "email") is False
+    assert store.get_memory(ns, "email") is None
+
+
+def test_ttl_expires_and_refreshes_on_read(store: StateStore) -> None:
+    store.put_memory(("s",), "short", {"v": 1}, ttl=0.5)
+    first = store.get_memory(("s",), "short")
+    assert first is not None and first.expires_at is not None
+    time.sleep(0.3)
+    refreshed = store.get_memory(("s",), "short")  # pushes expiry another 0.5 s out
+    assert refreshed is not None
+    time.sleep(0.3)
+    assert store.get_memory(("s",), "short", refresh_ttl=False) is not None
+    time.sleep(0.6)
+    assert store.get_memory(("s",), "short") is None
+    assert store.search_memory(("s",)) == []
+    # An expired item can be written again from version 1.
+    assert store.put_memory(("s",), "short", {"v": 2}, expected_version=0).version == 1
+
+
+def test_search_prefix_filter_and_ranking(store: StateStore) -> None:
+    store.put_memory(("users", "u1"), "a", {"text": "customer prefers email receipts", "kind": "pref"})
+    store.put_memory(("users", "u1"), "b", {"text": "order 12345 arrived broken", "kind": "event"})
+    store.put_memory(("users", "u1"), "c", {"text": "email receipts to meu@email.com please", "kind": "pref"})
+    store.put_memory(("users", "u2"), "d", {"text": "email receipts", "kind": "pref"})
+    store.put_memory(("users", "u10"), "e", {"text": "email", "kind": "pref"})
+    under_u1 = store.search_memory(("users", "u1"))
+    assert sorted(m.key for m in under_u1) == ["a", "b", "c"]  # not u10: labels match whole
+    ranked = store.search_memory(("users", "u1"), query="email receipts broken")
+    assert {m.key for m in ranked} == {"a", "b", "c"}
+    assert all(m.score is not None and m.score > 0 for m in ranked)
+    assert ranked[-1].key == "b"  # matches one word of three
+    prefs = store.search_memory(("users",), filter={"kind": "pref"}, query="receipts")
+    assert sorted(m.key for m in prefs) == ["a", "c", "d"]
+    assert len(store.search_memory((), limit=2)) == 2
+    assert [m.key for m in store.search_memory(("users", "u1"), query="nothing-matches")] == []
+
+
+def test_list_namespaces(store: StateStore) -> None:
+    for ns in [("users", "u1", "facts"), ("users", "u1", "prefs"), ("users", "u2", "facts"), ("apps", "shop")]:
+        store.put_memory(ns, "k", {"v": 1})
+    assert store.list_memory_namespaces() == [
+        ("apps", "shop"), ("users", "u1", "facts"), ("users", "u1", "prefs"), ("users", "u2", "facts")]
+    assert store.list_memory_namespaces(prefix=("users",), max_depth=2) == [("users", "u1"), ("users", "u2")]
+    assert store.list_memory_namespaces(suffix=("facts",)) == [("users", "u1", "facts"), ("users", "u2", "facts")]
+    assert store.list_memory_namespaces(prefix=("users", "*", "prefs")) == [("users", "u1", "prefs")]
+    assert store.list_memory_namespaces(limit=1, offset=1) == [("users", "u1", "facts")]
+
+
+def test_bad_namespaces(store: StateStore) -> None:
+    with pytest.raises(InvalidId):
+        store.put_memory((), "k", {})
+    with pytest.raises(InvalidId):
+        store.put_memory("users", "k", {})  # a string is not a namespace
+    with pytest.raises(InvalidId):
+        store.put_memory(("a", ""), "k", {})
+    with pytest.raises(InvalidInput):
+        store.put_memory(("a",), "k", ["list"])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInput):
+        store.put_memory(("a",), "k", {}, ttl=-1)
+
+
+async def test_async_memory(astore: AsyncStateStore) -> None:
+    await astore.put_memory(("u",), "k", {"text": "likes pix payments"})
+    (hit,) = await astore.search_memory(("u",), query="pix")
+    assert hit.key == "k"
