@@ -50,10 +50,6 @@ def idle_connection_is_dead(conn: psycopg.Connection[Any] | psycopg.AsyncConnect
         readable, _, _ = select.select([fd], [], [], 0)
     except (OSError, ValueError, psycopg.OperationalError):
         return True
-    if not readable:
-        return False
-    try:
-        conn.pgconn.consume_input()
-    except psycopg.OperationalError:
-        return True
-    return conn.pgconn.status != psycopg.pq.ConnStatus.OK
+    # Anything waiting on an idle connection is the server's goodbye (an ErrorResponse, then EOF) or, very
+    # rarely, an asynchronous notice; discarding the connection costs one reconnect either way.
+    return bool(readable)

@@ -157,6 +157,10 @@ def translate(exc: BaseException) -> PgAgentStateError:
         return err
     if isinstance(exc, pg_errors.ProgramLimitExceeded):
         return PayloadTooLarge(size=-1, limit=-1)
+    if isinstance(exc, pg_errors.LockNotAvailable):
+        return ConflictError(f"timed out waiting for a lock ({exc.diag.message_primary})")
+    if isinstance(exc, pg_errors.QueryCanceled):
+        return DatabaseError(str(exc).strip(), sqlstate=sqlstate)
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CrashShutdown | pg_errors.CannotConnectNow):
         return ConnectionLost(str(exc))
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):

@@ -29,6 +29,7 @@ from .ops import ledger as ledger_ops
 from .ops import memory as memory_ops
 from .ops import migrations as migration_ops
 from .ops import scratchpad as scratch_ops
+from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
@@ -44,6 +45,8 @@ ConnectionLike = str | Connection[Any] | ConnectionPool[Any] | None
 
 def _check_idle(conn: Connection[Any]) -> None:
     if idle_connection_is_dead(conn):
+        # Closed first: the pool puts a connection that failed its check back unless it is closed.
+        conn.close()
         raise psycopg.OperationalError("connection was closed by the server while idle")
 
 
@@ -687,6 +690,141 @@ class StateStore:
 
     def delete_scratch(self, conversation_id: str, key: str) -> bool:
         return self.run(scratch_ops.delete(self._ctx, conversation_id, key))
+
+    # --- snapshots -----------------------------------------------------------------------------------
+    # Chains of opaque framework checkpoints (LangGraph) per (conversation, namespace); see
+    # pgagentstate.ops.snapshots. Written by the LangGraph adapter work.
+
+    def put_snapshot(
+        self,
+        conversation_id: str,
+        snapshot_id: str,
+        *,
+        namespace: str = "",
+        parent_id: str | None = None,
+        type: str,
+        data: bytes,
+        metadata: Mapping[str, Any] | None = None,
+        channel_versions: Mapping[str, Any] | None = None,
+        blobs: Sequence[snapshot_ops.SnapshotBlob] = (),
+        run_id: str | None = None,
+        forked: bool = False,
+        framework: str = "",
+    ) -> None:
+        """Store a snapshot and the blobs of the channels that changed, in one statement.
+
+        ``parent_id`` None starts a chain and creates the conversation (with ``framework``) if needed;
+        with a parent the conversation must exist (:class:`~pgagentstate.errors.NotFound`). Unless
+        ``forked``, the snapshot must be the only non-forked child of its parent (the only non-forked root
+        of its namespace when parentless): else :class:`~pgagentstate.errors.VersionConflict`. Storing the
+        same ``snapshot_id`` again replaces its data and metadata.
+        """
+        self.run(
+            snapshot_ops.put(
+                self._ctx,
+                conversation_id,
+                snapshot_id,
+                namespace=namespace,
+                parent_id=parent_id,
+                type=type,
+                data=data,
+                metadata=metadata or {},
+                channel_versions=channel_versions or {},
+                blobs=blobs,
+                run_id=run_id,
+                forked=forked,
+                framework=framework,
+            )
+        )
+
+    def put_snapshot_writes(
+        self,
+        conversation_id: str,
+        snapshot_id: str,
+        writes: Sequence[snapshot_ops.SnapshotWrite],
+        *,
+        namespace: str = "",
+        framework: str = "",
+    ) -> None:
+        """Store pending writes against a snapshot (which may not be stored yet). Writes with idx >= 0 keep
+        the first value stored; negative idx (special channels) are overwritten. Writes for a conversation
+        deleted with :meth:`delete_snapshot_conversation` are dropped."""
+        self.run(
+            snapshot_ops.put_writes(
+                self._ctx, conversation_id, snapshot_id, namespace=namespace, writes=writes, framework=framework
+            )
+        )
+
+    def get_snapshot(
+        self, conversation_id: str, *, namespace: str = "", snapshot_id: str | None = None
+    ) -> snapshot_ops.Snapshot | None:
+        """One snapshot (the newest of the namespace when ``snapshot_id`` is None) with its blobs and
+        writes, in one round trip."""
+        found = self.run(
+            snapshot_ops.read(
+                self._ctx,
+                conversation_id=conversation_id,
+                namespace=namespace,
+                snapshot_id=snapshot_id,
+                before=None,
+                filter=None,
+                limit=1,
+            )
+        )
+        return found[0] if found else None
+
+    def list_snapshots(
+        self,
+        conversation_id: str | None = None,
+        *,
+        namespace: str | None = None,
+        before: str | None = None,
+        filter: Mapping[str, Any] | None = None,
+        limit: int | None = None,
+    ) -> list[snapshot_ops.Snapshot]:
+        """Snapshots newest first (all conversations when ``conversation_id`` is None), ``filter`` matched
+        by metadata containment; each distinct blob and chunk is fetched once."""
+        return self.run(
+            snapshot_ops.read(
+                self._ctx,
+                conversation_id=conversation_id,
+                namespace=namespace,
+                snapshot_id=None,
+                before=before,
+                filter=filter,
+                limit=limit,
+            )
+        )
+
+    def snapshot_channel_history(
+        self, conversation_id: str, snapshot_id: str, channels: Sequence[str], *, namespace: str = ""
+    ) -> dict[str, snapshot_ops.ChannelHistory]:
+        """Per channel, the nearest ancestor value of the snapshot and the writes after it, in one query."""
+        _, history = self.run(
+            snapshot_ops.chain(self._ctx, conversation_id, snapshot_id, channels, namespace=namespace)
+        )
+        return history
+
+    def delete_snapshot_conversation(self, conversation_id: str) -> bool:
+        """Delete the conversation like :meth:`delete_conversation`, and drop late snapshot writes for it
+        until a new chain starts there. False if it did not exist."""
+        return self.run(snapshot_ops.delete_conversation(self._ctx, conversation_id))
+
+    def delete_snapshot_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the snapshots (and their writes) of these runs, and the blobs and chunks no longer used."""
+        self.run(snapshot_ops.delete_runs(self._ctx, run_ids))
+
+    def copy_snapshots(self, source_conversation_id: str, target_conversation_id: str) -> None:
+        """Copy every snapshot, blob, chunk and write of a conversation to another (created like the
+        source when missing)."""
+        self.run(snapshot_ops.copy(self._ctx, source_conversation_id, target_conversation_id))
+
+    def prune_snapshots(
+        self, conversation_ids: Sequence[str], *, strategy: snapshot_ops.PruneStrategy = "keep_latest"
+    ) -> None:
+        """``keep_latest``: keep the newest snapshot of each namespace (and what its delta channels are
+        rebuilt from); ``delete``: remove every snapshot. The conversations themselves stay."""
+        self.run(snapshot_ops.prune(self._ctx, conversation_ids, strategy))
 
 
 class Turn:

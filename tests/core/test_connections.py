@@ -1,0 +1,169 @@
+"""Connections: DSN, connection or pool; dead connections replaced; restarts survived."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from pgagentstate import AsyncStateStore, ConnectionLost, NewEvent, StateStore
+
+
+def test_store_on_a_single_connection(dsn: str, schema: str) -> None:
+    with psycopg.connect(dsn) as conn:  # not autocommit: the store must still commit
+        store = StateStore(conn, schema=schema)
+        store.create_conversation("c1")
+        store.append_events("c1", [NewEvent(1), NewEvent(2)])
+    with StateStore(dsn, schema=schema) as other:
+        assert [e.payload for e in other.list_events("c1")] == [1, 2]
+
+
+async def test_async_store_on_a_single_connection(dsn: str, schema: str) -> None:
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:
+        store = AsyncStateStore(conn, schema=schema)
+        await store.create_conversation("c1")
+        assert (await store.get_conversation("c1")) is not None
+
+
+def test_store_on_a_pool_leaves_the_pool_open(dsn: str, schema: str) -> None:
+    with ConnectionPool(dsn, min_size=1, max_size=2, open=True) as pool:
+        with StateStore(pool, schema=schema) as store:
+            store.create_conversation("c1")
+        assert not pool.closed
+        with pool.connection() as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+
+
+async def test_async_store_on_a_pool(dsn: str, schema: str) -> None:
+    async with (
+        AsyncConnectionPool(dsn, min_size=1, max_size=2, open=False) as pool,
+        AsyncStateStore(pool, schema=schema) as store,
+    ):
+        await store.create_conversation("c1")
+        assert (await store.get_conversation("c1")) is not None
+
+
+def test_from_conn_string_and_environment(dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    with StateStore.from_conn_string(dsn, schema=schema) as store:
+        store.create_conversation("c1")
+    monkeypatch.setenv("PGAGENTSTATE_DSN", dsn)
+    with StateStore(schema=schema) as store:
+        assert store.get_conversation("c1") is not None
+
+
+def _terminate_others(dsn: str) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid() AND application_name = 'victim'"
+        ).fetchall()
+        return len(rows)
+
+
+def test_idle_connections_killed_by_the_server_are_replaced(dsn: str, schema: str) -> None:
+    victim = psycopg.conninfo.make_conninfo(dsn, application_name="victim")
+    with StateStore(victim, schema=schema, min_size=3, max_size=3) as store:
+        store.create_conversation("c1")
+        for _ in range(3):
+            store.get_conversation("c1")
+        assert _terminate_others(dsn) >= 1
+        time.sleep(0.2)
+        # Every operation after the kill succeeds: dead idle connections are noticed at checkout.
+        for i in range(10):
+            store.append_events("c1", [NewEvent(i)])
+        assert len(store.list_events("c1")) == 10
+
+
+def test_an_operation_in_flight_fails_with_a_retryable_error(dsn: str, schema: str) -> None:
+    victim = psycopg.conninfo.make_conninfo(dsn, application_name="victim")
+    with StateStore(victim, schema=schema, max_size=2) as store:
+        store.create_conversation("c1")
+        with pytest.raises(ConnectionLost) as info, store.conversation_lock("c1"):
+            assert _terminate_others(dsn) >= 1
+            time.sleep(0.2)
+        assert info.value.retryable
+        store.append_events("c1", [NewEvent("after")])
+        assert [e.payload for e in store.list_events("c1")] == ["after"]
+
+
+def test_no_store_wide_lock_on_a_pool(dsn: str, schema: str) -> None:
+    """Four threads each hold a conversation lock at the same time; a store-wide lock would deadlock."""
+    with StateStore(dsn, schema=schema, max_size=4) as store:
+        barrier = threading.Barrier(4, timeout=20)
+        errors: list[BaseException] = []
+
+        def hold(i: int) -> None:
+            try:
+                with store.conversation_lock(f"c{i}"):
+                    barrier.wait()
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=hold, args=(i,)) for i in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert errors == []
+
+
+def test_conversation_lock_serialises_and_times_out(store: StateStore) -> None:
+    from pgagentstate import ConflictError
+
+    with store.conversation_lock("c1"):
+        with pytest.raises(ConflictError), store.conversation_lock("c1", timeout=0.2):
+            pass
+        with store.conversation_lock("c2", timeout=0.2):
+            pass
+
+
+@pytest.mark.slow
+def test_server_restart_mid_run_loses_nothing_committed(tmp_path: Path) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import pgserver
+        from pgserver import _commands
+
+    server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+    try:
+        with StateStore(server.get_uri(), schema="restart", max_size=2) as store:
+            store.setup()
+            store.create_conversation("c1")
+            committed: list[int] = []
+            lost = 0
+            stop = threading.Event()
+
+            def writer() -> None:
+                nonlocal lost
+                i = 0
+                while not stop.is_set():
+                    try:
+                        store.append_events("c1", [NewEvent({"i": i}, event_id=f"e{i}")])
+                        committed.append(i)
+                        i += 1
+                    except ConnectionLost:
+                        lost += 1
+                        time.sleep(0.05)  # the same event id is retried: idempotent
+
+            t = threading.Thread(target=writer)
+            t.start()
+            time.sleep(0.5)
+            _commands.pg_ctl(["-w", "-m", "fast", "restart"], pgdata=server.pgdata, user=server.system_user,
+                             timeout=60)
+            time.sleep(1.0)
+            stop.set()
+            t.join(timeout=30)
+            stored = [e.payload["i"] for e in store.list_events("c1")]
+            assert len(committed) > 10
+            assert set(committed) <= set(stored)
+            assert stored == sorted(stored) and len(stored) == len(set(stored))
+            # After the restart the pool works again without the caller doing anything.
+            store.append_events("c1", [NewEvent("after restart")])
+    finally:
+        server.cleanup()
