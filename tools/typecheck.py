@@ -20,7 +20,7 @@ def main() -> int:
         merged = Path(tmp) / "pgagentstate"
         merged.mkdir()
         for half in (ROOT / "core" / "pgagentstate", ROOT / "adapters" / "pgagentstate"):
-            for entry in half.iterdir():
+            for entry in (half.iterdir() if half.is_dir() else ()):
                 if entry.name != "__pycache__":
                     (merged / entry.name).symlink_to(entry)
         proc = subprocess.run(

@@ -23,7 +23,17 @@ from psycopg_pool import AsyncConnectionPool
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .errors import translate
-from .models import Conversation, Event, LedgerEntry, Memory, NewEvent, StateDoc, StateRef, Step
+from .models import (
+    Conversation,
+    Event,
+    LedgerEntry,
+    LoadedConversation,
+    Memory,
+    NewEvent,
+    StateDoc,
+    StateRef,
+    Step,
+)
 from .ops import conversations as conv_ops
 from .ops import events as event_ops
 from .ops import ledger as ledger_ops
@@ -200,7 +210,7 @@ class AsyncStateStore:
                             held = AsyncExitStack()
                             held_conn = await held.enter_async_context(self._source.connection())
                             await held.enter_async_context(held_conn.transaction())
-                            await self._prelude(held_conn)
+                            await self._prelude(held_conn, cmd.snapshot)
                         if held is not None:
                             assert held_conn is not None
                             result = await self._execute(held_conn, cmd.stmts)
@@ -209,7 +219,7 @@ class AsyncStateStore:
                                 await done.aclose()  # commits
                         else:
                             async with self._source.connection() as conn:
-                                result = await self._execute_tx(conn, cmd.stmts)
+                                result = await self._execute_tx(conn, cmd)
                     elif isinstance(cmd, Call):
                         result = cmd.fn(*cmd.args)
                         if inspect.isawaitable(result):
@@ -231,7 +241,10 @@ class AsyncStateStore:
                 await held.__aexit__(RuntimeError, stop_exc, None)
             op.close()
 
-    async def _prelude(self, conn: AsyncConnection[Any]) -> None:
+    async def _prelude(self, conn: AsyncConnection[Any], snapshot: bool = False) -> None:
+        """First statements of every transaction: isolation level, then the tenant for row-level security."""
+        if snapshot:
+            await conn.execute(query("repeatable_read", self._schema), prepare=self._prepare)
         if self._isolation:
             await conn.execute(query("set_tenant", self._schema), {"tenant": self._tenant}, prepare=self._prepare)
 
@@ -239,17 +252,18 @@ class AsyncStateStore:
     def _prepare(self) -> bool | None:
         return False if self._pgbouncer else None
 
-    async def _execute_tx(self, conn: AsyncConnection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
-        """Run ``stmts`` as one transaction: one round trip when the statements can be pipelined."""
-        if len(stmts) == 1 and conn.autocommit and not self._isolation and stmts[0].script is None:
+    async def _execute_tx(self, conn: AsyncConnection[Any], tx: Tx) -> list[Any]:
+        """Run a transaction: one round trip when its statements can be pipelined."""
+        stmts = tx.stmts
+        if len(stmts) == 1 and conn.autocommit and not (self._isolation or tx.snapshot) and stmts[0].script is None:
             return [await self._one(conn, stmts[0])]
         if all(s.script is None for s in stmts):
             async with conn.pipeline(), conn.transaction():
-                await self._prelude(conn)
+                await self._prelude(conn, tx.snapshot)
                 cursors = [await self._send(conn, s) for s in stmts]
             return [await _fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
         async with conn.transaction():
-            await self._prelude(conn)
+            await self._prelude(conn, tx.snapshot)
             return await self._execute(conn, stmts)
 
     async def _execute(self, conn: AsyncConnection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
@@ -389,9 +403,14 @@ class AsyncStateStore:
         events: Sequence[NewEvent],
         *,
         expected_seq: int | None = None,
+        state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
     ) -> list[Event]:
-        """Append events atomically, in order; already-stored event ids are skipped (idempotent)."""
-        return await self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq))
+        """Append events atomically, in order; already-stored event ids are skipped (idempotent).
+
+        ``state_patches`` merge top-level keys into state documents in the same statement, only when
+        something was appended (a re-delivered event does not apply its state change twice).
+        """
+        return await self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq, state_patches))
 
     async def list_events(
         self,
@@ -401,10 +420,36 @@ class AsyncStateStore:
         after_seq: int | None = None,
         since: datetime | None = None,
         kinds: Sequence[str] | None = None,
+        decode: bool = True,
     ) -> list[Event]:
-        """The newest ``limit`` events (all if None), oldest first."""
+        """The newest ``limit`` events (all if None), oldest first. ``decode=False`` leaves each payload as
+        JSON text (for callers that parse JSON themselves, e.g. with pydantic)."""
         return await self.run(
-            event_ops.list_(self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
+            event_ops.list_(
+                self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds, decode=decode
+            )
+        )
+
+    async def list_event_payloads(self, conversation_id: str, *, limit: int | None = None) -> list[Any]:
+        """Only the payloads of the newest ``limit`` events, oldest first (the cheapest history read)."""
+        return await self.run(event_ops.payloads(self._ctx, conversation_id, limit=limit))
+
+    async def load_conversation(
+        self,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        since: datetime | None = None,
+        kinds: Sequence[str] | None = None,
+        states: Sequence[StateRef] = (),
+        decode: bool = True,
+    ) -> LoadedConversation:
+        """The conversation, its newest ``limit`` events and ``states`` documents: one round trip, one
+        snapshot (``conversation`` is None when it does not exist)."""
+        return await self.run(
+            turn_ops.load_conversation(
+                self._ctx, conversation_id, limit=limit, since=since, kinds=kinds, states=states, decode=decode
+            )
         )
 
     async def pop_event(self, conversation_id: str) -> Event | None:
@@ -700,7 +745,6 @@ class AsyncStateStore:
     async def delete_scratch(self, conversation_id: str, key: str) -> bool:
         return await self.run(scratch_ops.delete(self._ctx, conversation_id, key))
 
-
     # --- snapshots -----------------------------------------------------------------------------------
     # Chains of opaque framework checkpoints (LangGraph) per (conversation, namespace); see
     # pgagentstate.ops.snapshots. Written by the LangGraph adapter work.
@@ -731,9 +775,19 @@ class AsyncStateStore:
         """
         await self.run(
             snapshot_ops.put(
-                self._ctx, conversation_id, snapshot_id, namespace=namespace, parent_id=parent_id, type=type,
-                data=data, metadata=metadata or {}, channel_versions=channel_versions or {}, blobs=blobs,
-                run_id=run_id, forked=forked, framework=framework,
+                self._ctx,
+                conversation_id,
+                snapshot_id,
+                namespace=namespace,
+                parent_id=parent_id,
+                type=type,
+                data=data,
+                metadata=metadata or {},
+                channel_versions=channel_versions or {},
+                blobs=blobs,
+                run_id=run_id,
+                forked=forked,
+                framework=framework,
             )
         )
 
@@ -762,8 +816,13 @@ class AsyncStateStore:
         writes, in one round trip."""
         found = await self.run(
             snapshot_ops.read(
-                self._ctx, conversation_id=conversation_id, namespace=namespace, snapshot_id=snapshot_id,
-                before=None, filter=None, limit=1,
+                self._ctx,
+                conversation_id=conversation_id,
+                namespace=namespace,
+                snapshot_id=snapshot_id,
+                before=None,
+                filter=None,
+                limit=1,
             )
         )
         return found[0] if found else None
@@ -781,8 +840,13 @@ class AsyncStateStore:
         by metadata containment; each distinct blob and chunk is fetched once."""
         return await self.run(
             snapshot_ops.read(
-                self._ctx, conversation_id=conversation_id, namespace=namespace, snapshot_id=None,
-                before=before, filter=filter, limit=limit,
+                self._ctx,
+                conversation_id=conversation_id,
+                namespace=namespace,
+                snapshot_id=None,
+                before=before,
+                filter=filter,
+                limit=limit,
             )
         )
 

@@ -24,8 +24,11 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     with _store(args) as store:
         applied = store.setup()
         current, pending = store.migration_status()
-    _print(args, {"applied_now": applied, "schema_versions": current, "pending": pending},
-           f"schema {args.schema!r}: applied {applied or 'nothing'}; now at {current[-1] if current else None}")
+    _print(
+        args,
+        {"applied_now": applied, "schema_versions": current, "pending": pending},
+        f"schema {args.schema!r}: applied {applied or 'nothing'}; now at {current[-1] if current else None}",
+    )
     return 0
 
 
@@ -38,8 +41,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgagentstate", description="Durable conversation state for AI agents.")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--dsn", default=None, help="Postgres DSN (default: $PGAGENTSTATE_DSN, $DATABASE_URL, "
-                                                    "else an embedded Postgres in ./.pgagentstate/pg)")
+    common.add_argument(
+        "--dsn",
+        default=None,
+        help="Postgres DSN (default: $PGAGENTSTATE_DSN, $DATABASE_URL, "
+        "else an embedded Postgres in ./.pgagentstate/pg)",
+    )
     common.add_argument("--tenant", default="default")
     common.add_argument("--schema", default="pgagentstate")
     common.add_argument("--json", action="store_true", help="machine-readable output")

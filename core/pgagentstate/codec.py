@@ -7,6 +7,8 @@ characters, so ordinary payloads pay for a substring search and nothing else.
 
 With ``Limits(allow_nan=True)``, NaN and the infinities (which jsonb cannot hold either) are stored as
 U+E000 followed by ``N``, ``I`` or ``-``: no escaped user string can look like that, so they round-trip.
+jsonb also keeps numbers as ``numeric`` and prints them without an exponent, so a float such as ``1e16``
+would come back as an int, and ``-0.0`` as ``0.0``; such floats are stored as U+E000 ``f`` + their repr.
 """
 
 from __future__ import annotations
@@ -88,8 +90,13 @@ _SPECIAL_FLOATS = {_ESC + "N": math.nan, _ESC + "I": math.inf, _ESC + "-": -math
 def _to_storage(value: Any) -> Any:
     if isinstance(value, str):
         return _escape_str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return _ESC + ("N" if math.isnan(value) else "I" if value > 0 else "-")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            return _ESC + ("N" if math.isnan(value) else "I" if value > 0 else "-")
+        text = repr(value)
+        if "e+" in text or (value == 0.0 and text.startswith("-")):
+            return _ESC + "f" + text
+        return value
     if isinstance(value, dict):
         return {_escape_str(k): _to_storage(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
@@ -100,7 +107,11 @@ def _to_storage(value: Any) -> Any:
 def _from_storage(value: Any) -> Any:
     if isinstance(value, str):
         special = _SPECIAL_FLOATS.get(value)
-        return special if special is not None else _unescape_str(value)
+        if special is not None:
+            return special
+        if value.startswith(_ESC + "f"):
+            return float(value[2:])
+        return _unescape_str(value)
     if isinstance(value, dict):
         return {_unescape_str(k): _from_storage(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -165,7 +176,13 @@ def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> s
         problem = _find_problem(value, path, 0, limits)
         if problem:
             raise problem
-    if "\\u0000" in text or _ESC in text or (limits.allow_nan and ("NaN" in text or "Infinity" in text)):
+    if (
+        "\\u0000" in text
+        or _ESC in text
+        or "e+" in text
+        or "-0.0" in text
+        or (limits.allow_nan and ("NaN" in text or "Infinity" in text))
+    ):
         text = json.dumps(_to_storage(value), ensure_ascii=False, separators=(",", ":"))
     return text
 
@@ -186,6 +203,11 @@ def decode_text(text: str | bytes) -> Any:
     if (_ESC_BYTES if isinstance(text, bytes) else _ESC) in text:  # type: ignore[operator]
         value = _from_storage(value)
     return value
+
+
+def storage_text_to_json(text: str) -> str:
+    """JSON text as the caller wrote it, from stored text (for callers that parse JSON themselves)."""
+    return json.dumps(decode_text(text), ensure_ascii=False) if _ESC in text else text
 
 
 def unescape(value: Any) -> Any:

@@ -42,8 +42,10 @@ def _agent_turn(store: StateStore, cid: str, text: str, calls: dict[str, int]) -
             facts["refund"] = "pending"
             reply = ""
         else:
-            reply = (f"Sim, já enviei o comprovante para {facts['email']} (pedido #{facts['order_id']}). "
-                     "Quer que eu reenvie?")
+            reply = (
+                f"Sim, já enviei o comprovante para {facts['email']} (pedido #{facts['order_id']}). "
+                "Quer que eu reenvie?"
+            )
         if reply:
             turn.append({"role": "agent", "text": reply}, author="agent")
     if reply:
@@ -57,10 +59,20 @@ def _agent_turn(store: StateStore, cid: str, text: str, calls: dict[str, int]) -
         calls["email"] += 1
         return {"message_id": f"msg_{key[-6:]}"}
 
-    txn = store.run_step(cid, "refund", "process_refund", lambda: store.run_once(
-        f"{cid}:refund", pay, api="payment", conversation_id=cid), position=3)
-    store.run_step(cid, "refund", "send_confirmation", lambda: store.run_once(
-        f"{cid}:email", send, api="email", conversation_id=cid), position=4)
+    txn = store.run_step(
+        cid,
+        "refund",
+        "process_refund",
+        lambda: store.run_once(f"{cid}:refund", pay, api="payment", conversation_id=cid),
+        position=3,
+    )
+    store.run_step(
+        cid,
+        "refund",
+        "send_confirmation",
+        lambda: store.run_once(f"{cid}:email", send, api="email", conversation_id=cid),
+        position=4,
+    )
     facts_ref = StateRef.conversation(cid)
     store.patch_state(facts_ref, {"refund": txn["transaction_id"]})
     reply = f"Entendi. Reembolso processado ({txn['transaction_id']}); comprovante enviado."
@@ -80,12 +92,18 @@ def run_demo(args: argparse.Namespace) -> int:
             print(f"  agente:  {_agent_turn(store, cid, text, calls)}")
     with StateStore(args.dsn, tenant=args.tenant, schema=args.schema, max_size=2) as store:
         # A retry of the refund (e.g. after a crash) replays the recorded payment instead of paying again.
-        store.run_once(f"{cid}:refund", lambda key: calls.__setitem__("payment", calls["payment"] + 1),
-                       api="payment", conversation_id=cid)
+        store.run_once(
+            f"{cid}:refund",
+            lambda key: calls.__setitem__("payment", calls["payment"] + 1),
+            api="payment",
+            conversation_id=cid,
+        )
         events = store.list_events(cid)
         state = store.get_state(StateRef.conversation(cid))
-        print(f"\nmessages stored: {len(events)}; state version: {state.version if state else 0}; "
-              f"payments: {calls['payment']}; emails: {calls['email']}")
+        print(
+            f"\nmessages stored: {len(events)}; state version: {state.version if state else 0}; "
+            f"payments: {calls['payment']}; emails: {calls['email']}"
+        )
         ok = calls == {"payment": 1, "email": 1} and state is not None and state.data.get("email") == "meu@email.com"
         if not args.keep:
             store.delete_conversation(cid)

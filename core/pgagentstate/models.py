@@ -150,3 +150,12 @@ class Memory:
     updated_at: datetime
     expires_at: datetime | None
     score: float | None = field(default=None, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedConversation:
+    """A conversation, its newest events and some of its state documents, read from one snapshot."""
+
+    conversation: Conversation | None
+    events: list[Event]
+    states: list[StateDoc | None]

@@ -22,7 +22,17 @@ from psycopg_pool import ConnectionPool
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .errors import translate
-from .models import Conversation, Event, LedgerEntry, Memory, NewEvent, StateDoc, StateRef, Step
+from .models import (
+    Conversation,
+    Event,
+    LedgerEntry,
+    LoadedConversation,
+    Memory,
+    NewEvent,
+    StateDoc,
+    StateRef,
+    Step,
+)
 from .ops import conversations as conv_ops
 from .ops import events as event_ops
 from .ops import ledger as ledger_ops
@@ -199,7 +209,7 @@ class StateStore:
                             held = ExitStack()
                             held_conn = held.enter_context(self._source.connection())
                             held.enter_context(held_conn.transaction())
-                            self._prelude(held_conn)
+                            self._prelude(held_conn, cmd.snapshot)
                         if held is not None:
                             assert held_conn is not None
                             result = self._execute(held_conn, cmd.stmts)
@@ -208,7 +218,7 @@ class StateStore:
                                 done.close()  # commits
                         else:
                             with self._source.connection() as conn:
-                                result = self._execute_tx(conn, cmd.stmts)
+                                result = self._execute_tx(conn, cmd)
                     elif isinstance(cmd, Call):
                         result = cmd.fn(*cmd.args)
                         if inspect.isawaitable(result):
@@ -230,7 +240,10 @@ class StateStore:
                 held.__exit__(RuntimeError, stop_exc, None)
             op.close()
 
-    def _prelude(self, conn: Connection[Any]) -> None:
+    def _prelude(self, conn: Connection[Any], snapshot: bool = False) -> None:
+        """First statements of every transaction: isolation level, then the tenant for row-level security."""
+        if snapshot:
+            conn.execute(query("repeatable_read", self._schema), prepare=self._prepare)
         if self._isolation:
             conn.execute(query("set_tenant", self._schema), {"tenant": self._tenant}, prepare=self._prepare)
 
@@ -238,17 +251,18 @@ class StateStore:
     def _prepare(self) -> bool | None:
         return False if self._pgbouncer else None
 
-    def _execute_tx(self, conn: Connection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
-        """Run ``stmts`` as one transaction: one round trip when the statements can be pipelined."""
-        if len(stmts) == 1 and conn.autocommit and not self._isolation and stmts[0].script is None:
+    def _execute_tx(self, conn: Connection[Any], tx: Tx) -> list[Any]:
+        """Run a transaction: one round trip when its statements can be pipelined."""
+        stmts = tx.stmts
+        if len(stmts) == 1 and conn.autocommit and not (self._isolation or tx.snapshot) and stmts[0].script is None:
             return [self._one(conn, stmts[0])]
         if all(s.script is None for s in stmts):
             with conn.pipeline(), conn.transaction():
-                self._prelude(conn)
+                self._prelude(conn, tx.snapshot)
                 cursors = [self._send(conn, s) for s in stmts]
             return [_fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
         with conn.transaction():
-            self._prelude(conn)
+            self._prelude(conn, tx.snapshot)
             return self._execute(conn, stmts)
 
     def _execute(self, conn: Connection[Any], stmts: tuple[Stmt, ...]) -> list[Any]:
@@ -388,9 +402,14 @@ class StateStore:
         events: Sequence[NewEvent],
         *,
         expected_seq: int | None = None,
+        state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
     ) -> list[Event]:
-        """Append events atomically, in order; already-stored event ids are skipped (idempotent)."""
-        return self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq))
+        """Append events atomically, in order; already-stored event ids are skipped (idempotent).
+
+        ``state_patches`` merge top-level keys into state documents in the same statement, only when
+        something was appended (a re-delivered event does not apply its state change twice).
+        """
+        return self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq, state_patches))
 
     def list_events(
         self,
@@ -400,10 +419,36 @@ class StateStore:
         after_seq: int | None = None,
         since: datetime | None = None,
         kinds: Sequence[str] | None = None,
+        decode: bool = True,
     ) -> list[Event]:
-        """The newest ``limit`` events (all if None), oldest first."""
+        """The newest ``limit`` events (all if None), oldest first. ``decode=False`` leaves each payload as
+        JSON text (for callers that parse JSON themselves, e.g. with pydantic)."""
         return self.run(
-            event_ops.list_(self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
+            event_ops.list_(
+                self._ctx, conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds, decode=decode
+            )
+        )
+
+    def list_event_payloads(self, conversation_id: str, *, limit: int | None = None) -> list[Any]:
+        """Only the payloads of the newest ``limit`` events, oldest first (the cheapest history read)."""
+        return self.run(event_ops.payloads(self._ctx, conversation_id, limit=limit))
+
+    def load_conversation(
+        self,
+        conversation_id: str,
+        *,
+        limit: int | None = None,
+        since: datetime | None = None,
+        kinds: Sequence[str] | None = None,
+        states: Sequence[StateRef] = (),
+        decode: bool = True,
+    ) -> LoadedConversation:
+        """The conversation, its newest ``limit`` events and ``states`` documents: one round trip, one
+        snapshot (``conversation`` is None when it does not exist)."""
+        return self.run(
+            turn_ops.load_conversation(
+                self._ctx, conversation_id, limit=limit, since=since, kinds=kinds, states=states, decode=decode
+            )
         )
 
     def pop_event(self, conversation_id: str) -> Event | None:

@@ -31,10 +31,12 @@ class Stmt:
 
 @dataclass(frozen=True, slots=True)
 class Tx:
-    """Statements run in one transaction. ``hold`` keeps it open for the next ``Tx`` of the operation."""
+    """Statements run in one transaction. ``hold`` keeps it open for the next ``Tx`` of the operation;
+    ``snapshot`` makes it a read-only REPEATABLE READ transaction, so every statement sees one snapshot."""
 
     stmts: tuple[Stmt, ...]
     hold: bool = False
+    snapshot: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,31 +3,41 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode
+from ..codec import check_id, check_text, decode_text, encode, storage_text_to_json
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
-from ..models import Event, NewEvent
-from .base import Ctx, Op, Row, Stmt, iso, many, one, tx
+from ..models import Event, NewEvent, StateRef
+from .base import Ctx, Op, Row, Stmt, Tx, iso, many, one
+from .state import check_ref
 
 
-def event_from_row(row: Row) -> Event:
-    return Event(
-        conversation_id=row[0],
-        seq=row[1],
-        event_id=row[2],
-        kind=row[3],
-        author=row[4],
-        payload=decode_text(row[5]),
-        created_at=row[6],
-    )
+def event_from_row(row: Row, decode: bool = True) -> Event:
+    """``decode=False`` leaves the payload as JSON text, for callers that parse it themselves."""
+    payload = decode_text(row[5]) if decode else storage_text_to_json(row[5])
+    return Event(row[0], row[1], row[2], row[3], row[4], payload, row[6])
 
 
-def append_stmt(
-    ctx: Ctx, conversation_id: str, events: Sequence[NewEvent], expected_seq: int | None
-) -> tuple[Stmt, list[str]]:
-    """Validate ``events`` and build the append statement; also returns the event ids in order."""
+@dataclass(frozen=True, slots=True)
+class PreparedAppend:
+    """A validated append: the statement, and what is needed to build the events it returns."""
+
+    stmt: Stmt
+    ids: list[str]
+    events: Sequence[NewEvent]
+
+
+def prepare_append(
+    ctx: Ctx,
+    conversation_id: str,
+    events: Sequence[NewEvent],
+    expected_seq: int | None,
+    state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
+) -> PreparedAppend:
+    """Validate ``events`` (and state patches) and build the append statement."""
     lim = ctx.limits
     check_id(conversation_id, "conversation_id", lim)
     ids: list[str] = []
@@ -41,6 +51,20 @@ def append_stmt(
         payloads.append(encode(ev.payload, lim, path=f"events[{i}].payload"))
     if len(set(ids)) != len(ids):
         raise InvalidInput("the same event_id appears twice in one batch", path="events")
+    refs: list[StateRef] = []
+    datas: list[str] = []
+    for i, (ref, data) in enumerate(state_patches):
+        check_ref(ctx, ref)
+        if ref.scope == "conversation" and ref.subject != conversation_id:
+            raise InvalidInput(
+                "a conversation state patch must address the same conversation", path=f"state_patches[{i}]"
+            )
+        if not isinstance(data, Mapping):
+            raise InvalidInput("a state patch must be a mapping", path=f"state_patches[{i}]")
+        refs.append(ref)
+        datas.append(encode(dict(data), lim, path=f"state_patches[{i}]"))
+    if len(set(refs)) != len(refs):
+        raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
     stmt = Stmt(
         "events_append",
         {
@@ -51,40 +75,63 @@ def append_stmt(
             "payloads": payloads,
             "created": [iso(e.created_at) for e in events],
             "expected_seq": expected_seq,
+            "p_scopes": [r.scope for r in refs],
+            "p_apps": [r.app_name for r in refs],
+            "p_subjects": [r.subject for r in refs],
+            "p_names": [r.name for r in refs],
+            "p_data": datas,
         },
     )
-    return stmt, ids
+    return PreparedAppend(stmt, ids, events)
 
 
-def append(ctx: Ctx, conversation_id: str, events: Sequence[NewEvent], expected_seq: int | None) -> Op[list[Event]]:
-    stmt, ids = append_stmt(ctx, conversation_id, events, expected_seq)
-    if not ids:
+def append(
+    ctx: Ctx,
+    conversation_id: str,
+    events: Sequence[NewEvent],
+    expected_seq: int | None,
+    state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
+) -> Op[list[Event]]:
+    prepared = prepare_append(ctx, conversation_id, events, expected_seq, state_patches)
+    if not prepared.ids:
         return []
     for _ in range(5):
         try:
-            (rows,) = yield tx(stmt)
+            (rows,) = yield Tx((prepared.stmt,))
         except AlreadyExists:
             # A concurrent append of the same event id committed after this statement's snapshot was
             # taken; the next attempt sees it and skips it.
             continue
-        return (yield from complete_append(conversation_id, ids, rows, expected_seq))
-    raise AlreadyExists(f"could not append to conversation {conversation_id!r}: event ids kept colliding")
+        done = yield from complete_append(conversation_id, prepared, rows, expected_seq)
+        if done is not None:
+            return done
+        # The statement's snapshot predates a concurrent change (e.g. the conversation was created by a
+        # transaction that committed meanwhile): run it again with a fresh one.
+    raise VersionConflict(expected_seq, None, what=f"conversation {conversation_id!r} seq")
 
 
-def complete_append(conversation_id: str, ids: list[str], rows: list[Row], expected_seq: int | None) -> Op[list[Event]]:
-    """Turn the append's rows into events; if some ids were already stored, explain or include them."""
-    appended = [event_from_row(r) for r in rows]
-    if len(appended) == len(ids):
-        return appended
-    existing = yield from many("events_by_id", conversation_id=conversation_id, event_ids=ids)
-    if not appended and len(existing) < len(ids):
-        head = yield from one("conversation_version", id=conversation_id)
-        if head is None:
-            raise NotFound(f"conversation {conversation_id!r} does not exist")
+def complete_append(
+    conversation_id: str, prepared: PreparedAppend, rows: list[Row], expected_seq: int | None
+) -> Op[list[Event] | None]:
+    """Build the events an append returns; if ids were stored already, include those (or explain why
+    nothing was appended). None means "try again": nothing was appended, and nothing says why."""
+    position = {event_id: i for i, event_id in enumerate(prepared.ids)}
+    by_id: dict[str, Event] = {}
+    for seq, event_id, created_at in rows:
+        ev = prepared.events[position[event_id]]
+        by_id[event_id] = Event(conversation_id, seq, event_id, ev.kind, ev.author, ev.payload, created_at)
+    if len(by_id) == len(prepared.ids):
+        return [by_id[i] for i in prepared.ids]
+    existing = yield from many("events_by_id", conversation_id=conversation_id, event_ids=prepared.ids)
+    by_id.update((e.event_id, e) for e in map(event_from_row, existing))
+    if len(by_id) == len(prepared.ids):
+        return [by_id[i] for i in prepared.ids]
+    head = yield from one("conversation_version", id=conversation_id)
+    if head is None:
+        raise NotFound(f"conversation {conversation_id!r} does not exist")
+    if expected_seq is not None and head[1] != expected_seq:
         raise VersionConflict(expected_seq, head[1], what=f"conversation {conversation_id!r} seq")
-    by_id = {e.event_id: e for e in map(event_from_row, existing)}
-    by_id.update((e.event_id, e) for e in appended)
-    return [by_id[i] for i in ids]
+    return None
 
 
 def list_(
@@ -95,23 +142,50 @@ def list_(
     after_seq: int | None,
     since: datetime | None,
     kinds: Sequence[str] | None,
+    decode: bool = True,
 ) -> Op[list[Event]]:
-    if limit is not None and limit < 0:
-        raise InvalidInput("limit must not be negative", path="limit")
-    rows = yield from many(
-        "events_list",
-        conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
-        limit=limit,
-        after_seq=after_seq,
-        since=since,
-        kinds=None if kinds is None else list(kinds),
-    )
-    return [event_from_row(r) for r in rows]
+    check_id(conversation_id, "conversation_id", ctx.limits)
+    (rows,) = yield Tx((list_stmt(conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds),))
+    return [event_from_row(r, decode) for r in rows]
 
 
 def pop(ctx: Ctx, conversation_id: str) -> Op[Event | None]:
-    row = yield from one("events_pop", conversation_id=check_id(conversation_id, "conversation_id", ctx.limits))
+    """Remove the newest event. The conversation row is locked by a first statement, so the delete's
+    snapshot sees every concurrent append or pop that committed before (one round trip, pipelined)."""
+    params = {"conversation_id": check_id(conversation_id, "conversation_id", ctx.limits)}
+    _, row = yield Tx((Stmt("conversation_lock_row", params, "none"), Stmt("events_pop", params, "one")))
     return event_from_row(row) if row else None
+
+
+def list_stmt(
+    conversation_id: str,
+    *,
+    limit: int | None,
+    after_seq: int | None = None,
+    since: datetime | None = None,
+    kinds: Sequence[str] | None = None,
+) -> Stmt:
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must not be negative", path="limit")
+    return Stmt(
+        "events_list",
+        {
+            "conversation_id": conversation_id,
+            "limit": limit,
+            "after_seq": after_seq,
+            "since": since,
+            "kinds": None if kinds is None else list(kinds),
+        },
+    )
+
+
+def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[Any]]:
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must not be negative", path="limit")
+    rows = yield from many(
+        "event_payloads", conversation_id=check_id(conversation_id, "conversation_id", ctx.limits), limit=limit
+    )
+    return [decode_text(r[0]) for r in rows]
 
 
 def clear(ctx: Ctx, conversation_id: str) -> Op[int]:

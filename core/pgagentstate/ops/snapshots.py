@@ -35,7 +35,10 @@ class SnapshotBlob:
     channel: str
     version: str
     type: str
-    chunks: tuple[bytes, ...]
+    #: to store: bytes, or the hash (:func:`chunk_hash`) of a chunk known to be stored in the conversation
+    chunks: tuple[bytes | str, ...]
+    #: on reads: the hash of each chunk
+    hashes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,8 +84,9 @@ PruneStrategy = Literal["keep_latest", "delete"]
 
 
 def chunk_hash(data: bytes) -> str:
-    """Content address of a chunk: 128 bits of BLAKE2b, base64 (22 characters)."""
-    return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=16).digest()).rstrip(b"=").decode()
+    """Content address of a chunk: 96 bits of BLAKE2b, base64 (16 characters). Addresses are per
+    conversation, so a collision needs ~2^48 chunks in one conversation."""
+    return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=12).digest()).decode()
 
 
 def _check_bytes(ctx: Ctx, value: object, path: str) -> bytes:
@@ -100,9 +104,20 @@ def _ids(ctx: Ctx, conversation_id: str, namespace: str) -> None:
 
 
 def put(
-    ctx: Ctx, conversation_id: str, snapshot_id: str, *, namespace: str, parent_id: str | None, type: str,
-    data: bytes, metadata: Mapping[str, Any], channel_versions: Mapping[str, Any], blobs: Sequence[SnapshotBlob],
-    run_id: str | None, forked: bool, framework: str,
+    ctx: Ctx,
+    conversation_id: str,
+    snapshot_id: str,
+    *,
+    namespace: str,
+    parent_id: str | None,
+    type: str,
+    data: bytes,
+    metadata: Mapping[str, Any],
+    channel_versions: Mapping[str, Any],
+    blobs: Sequence[SnapshotBlob],
+    run_id: str | None,
+    forked: bool,
+    framework: str,
 ) -> Op[None]:
     lim = ctx.limits
     _ids(ctx, conversation_id, namespace)
@@ -112,6 +127,7 @@ def put(
     if run_id is not None:
         check_text(run_id, "run_id", lim)
     chunks: dict[str, bytes] = {}
+    known: set[str] = set()
     channels: list[str] = []
     versions: list[str] = []
     types: list[str] = []
@@ -119,6 +135,10 @@ def put(
     for i, blob in enumerate(blobs):
         hashes = []
         for j, piece in enumerate(blob.chunks):
+            if isinstance(piece, str):
+                known.add(piece)
+                hashes.append(piece)
+                continue
             piece = _check_bytes(ctx, piece, f"blobs[{i}].chunks[{j}]")
             h = chunk_hash(piece)
             chunks.setdefault(h, piece)
@@ -128,15 +148,25 @@ def put(
         types.append(check_text(blob.type, f"blobs[{i}].type", lim))
         lists.append(" ".join(hashes))
     params = {
-        "conversation_id": conversation_id, "namespace": namespace, "snapshot_id": snapshot_id,
-        "parent_id": parent_id, "run_id": run_id, "type": check_text(type, "type", lim),
+        "conversation_id": conversation_id,
+        "namespace": namespace,
+        "snapshot_id": snapshot_id,
+        "parent_id": parent_id,
+        "run_id": run_id,
+        "type": check_text(type, "type", lim),
         "data": _check_bytes(ctx, data, "data"),
         "metadata": encode(dict(metadata), lim, path="metadata"),
         "channel_versions": encode(dict(channel_versions), lim, path="channel_versions"),
-        "forked": forked, "hashes": list(chunks), "datas": list(chunks.values()),
-        "channels": channels, "versions": versions, "types": types, "chunk_lists": lists,
+        "forked": forked,
+        "hashes": list(chunks),
+        "datas": list(chunks.values()),
+        "known": sorted(known - chunks.keys()),
+        "channels": channels,
+        "versions": versions,
+        "types": types,
+        "chunk_lists": lists,
     }
-    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "none"),)
+    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
     if parent_id is None:
         # A new chain: the only snapshot that may create its conversation (and undelete it).
         conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
@@ -146,19 +176,27 @@ def put(
             *stmts,
         )
     try:
-        yield Tx(stmts)
+        results = yield Tx(stmts)
     except AlreadyExists:
         # snapshots_linear_child_idx: another writer continued this chain from the same parent first.
         head = yield from one("snapshot_head", conversation_id=conversation_id, namespace=namespace)
         # Snapshot ids are strings; VersionConflict's fields are typed for integer versions.
         raise VersionConflict(
-            cast(Any, parent_id), cast(Any, head[0] if head else None),
+            cast(Any, parent_id),
+            cast(Any, head[0] if head else None),
             what=f"snapshot chain of {conversation_id!r} (namespace {namespace!r}): parent",
         ) from None
+    if not results[-1]:
+        raise NotFound(f"chunks passed by hash are not stored in conversation {conversation_id!r}; send their bytes")
 
 
 def put_writes(
-    ctx: Ctx, conversation_id: str, snapshot_id: str, *, namespace: str, writes: Sequence[SnapshotWrite],
+    ctx: Ctx,
+    conversation_id: str,
+    snapshot_id: str,
+    *,
+    namespace: str,
+    writes: Sequence[SnapshotWrite],
     framework: str,
 ) -> Op[None]:
     lim = ctx.limits
@@ -172,9 +210,13 @@ def put_writes(
         check_id(w.task_id, f"writes[{i}].task_id", lim)
         check_text(w.channel, f"writes[{i}].channel", lim, allow_empty=False)
     params = {
-        "conversation_id": conversation_id, "namespace": namespace, "snapshot_id": snapshot_id,
-        "task_ids": [w.task_id for w in writes], "idxs": [int(w.idx) for w in writes],
-        "channels": [w.channel for w in writes], "types": [w.type for w in writes],
+        "conversation_id": conversation_id,
+        "namespace": namespace,
+        "snapshot_id": snapshot_id,
+        "task_ids": [w.task_id for w in writes],
+        "idxs": [int(w.idx) for w in writes],
+        "channels": [w.channel for w in writes],
+        "types": [w.type for w in writes],
         "datas": [_check_bytes(ctx, w.data, f"writes[{i}].data") for i, w in enumerate(writes)],
         "task_paths": [w.task_path for w in writes],
     }
@@ -186,8 +228,12 @@ def put_writes(
     # any more (deleted: then the ensure below does nothing and the writes are dropped).
     conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
     try:
-        yield Tx((Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none"),
-                  Stmt("snapshot_writes_put", params, "none")))
+        yield Tx(
+            (
+                Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none"),
+                Stmt("snapshot_writes_put", params, "none"),
+            )
+        )
     except NotFound:
         return
 
@@ -208,12 +254,13 @@ def _blob(row: Row, chunks: Mapping[tuple[str, str], bytes]) -> SnapshotBlob:
     pieces = tuple(chunks[(row[1], h)] for h in row[10] if (row[1], h) in chunks)
     if len(pieces) != len(row[10]):
         raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing")
-    return SnapshotBlob(channel=row[5], version=row[8], type=row[6], chunks=pieces)
+    return SnapshotBlob(channel=row[5], version=row[8], type=row[6], chunks=pieces, hashes=tuple(row[10]))
 
 
 def _write(row: Row) -> SnapshotWrite:
-    return SnapshotWrite(task_id=row[8], idx=row[11], channel=row[5], type=row[6], data=bytes(row[7]),
-                         task_path=row[4] or "")
+    return SnapshotWrite(
+        task_id=row[8], idx=row[11], channel=row[5], type=row[6], data=bytes(row[7]), task_path=row[4] or ""
+    )
 
 
 def _write_key(w: SnapshotWrite) -> tuple[str, str, int]:
@@ -221,8 +268,14 @@ def _write_key(w: SnapshotWrite) -> tuple[str, str, int]:
 
 
 def read(
-    ctx: Ctx, *, conversation_id: str | None, namespace: str | None, snapshot_id: str | None,
-    before: str | None, filter: Mapping[str, Any] | None, limit: int | None,
+    ctx: Ctx,
+    *,
+    conversation_id: str | None,
+    namespace: str | None,
+    snapshot_id: str | None,
+    before: str | None,
+    filter: Mapping[str, Any] | None,
+    limit: int | None,
 ) -> Op[list[Snapshot]]:
     """Snapshots newest first, with their blobs and writes, in one statement."""
     if conversation_id is not None:
@@ -232,8 +285,12 @@ def read(
     if limit is not None and limit < 0:
         raise InvalidInput("limit must not be negative", path="limit")
     rows = yield from many(
-        "snapshot_read", conversation_id=conversation_id, namespace=namespace, snapshot_id=snapshot_id,
-        before=before, filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
+        "snapshot_read",
+        conversation_id=conversation_id,
+        namespace=namespace,
+        snapshot_id=snapshot_id,
+        before=before,
+        filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
         limit=limit,
     )
     kinds, chunks = _rows_by_kind(rows)
@@ -252,16 +309,31 @@ def read(
             blob = blobs.get((conv, ns, ch, str(v)))
             if blob is not None:
                 found[ch] = blob
-        out.append(Snapshot(
-            conversation_id=conv, namespace=ns, snapshot_id=sid, parent_id=r[4], type=r[6], data=bytes(r[7]),
-            metadata=decode_text(r[8]), channel_versions=versions, blobs=found,
-            writes=tuple(sorted(writes.get((conv, ns, sid), ()), key=_write_key)), is_head=bool(r[12]),
-        ))
+        out.append(
+            Snapshot(
+                conversation_id=conv,
+                namespace=ns,
+                snapshot_id=sid,
+                parent_id=r[4],
+                type=r[6],
+                data=bytes(r[7]),
+                metadata=decode_text(r[8]),
+                channel_versions=versions,
+                blobs=found,
+                writes=tuple(sorted(writes.get((conv, ns, sid), ()), key=_write_key)),
+                is_head=bool(r[12]),
+            )
+        )
     return out
 
 
 def chain(
-    ctx: Ctx, conversation_id: str, snapshot_id: str, channels: Sequence[str], *, namespace: str,
+    ctx: Ctx,
+    conversation_id: str,
+    snapshot_id: str,
+    channels: Sequence[str],
+    *,
+    namespace: str,
     payload: bool = True,
 ) -> Op[tuple[list[str], dict[str, ChannelHistory]]]:
     """The ancestors of a snapshot walked until every channel has a seed, nearest first, and per channel
@@ -271,8 +343,14 @@ def chain(
     names = [check_text(c, "channels", ctx.limits, allow_empty=False) for c in channels]
     if not names:
         return [], {}
-    rows = yield from many("snapshot_chain", conversation_id=conversation_id, namespace=namespace,
-                           snapshot_id=snapshot_id, channels=names, payload=payload)
+    rows = yield from many(
+        "snapshot_chain",
+        conversation_id=conversation_id,
+        namespace=namespace,
+        snapshot_id=snapshot_id,
+        channels=names,
+        payload=payload,
+    )
     kinds, chunks = _rows_by_kind(rows)
     ancestors = sorted(kinds["a"], key=lambda r: r[11])
     depth = {r[3]: r[11] for r in ancestors}
@@ -295,8 +373,12 @@ def chain(
 def delete_conversation(ctx: Ctx, conversation_id: str) -> Op[bool]:
     """Delete the conversation with everything in it, and refuse late writes for it (a tombstone)."""
     check_id(conversation_id, "conversation_id", ctx.limits)
-    (gone, _) = yield Tx((Stmt("conversation_delete", {"id": conversation_id}, "one"),
-                          Stmt("snapshot_tombstone_put", {"conversation_id": conversation_id}, "none")))
+    (gone, _) = yield Tx(
+        (
+            Stmt("conversation_delete", {"id": conversation_id}, "one"),
+            Stmt("snapshot_tombstone_put", {"conversation_id": conversation_id}, "none"),
+        )
+    )
     return bool(gone and gone[0])
 
 
@@ -319,14 +401,16 @@ def copy(ctx: Ctx, source: str, target: str) -> Op[None]:
     if source == target:
         raise InvalidInput("cannot copy a conversation onto itself", path="target")
     p = {"source": source, "target": target}
-    yield Tx((
-        Stmt("snapshot_copy_conversation", p, "none"),
-        Stmt("snapshot_tombstone_clear", {"conversation_id": target}, "none"),
-        Stmt("snapshot_copy_chunks", p, "none"),
-        Stmt("snapshot_copy_blobs", p, "none"),
-        Stmt("snapshot_copy_snapshots", p, "none"),
-        Stmt("snapshot_copy_writes", p, "none"),
-    ))
+    yield Tx(
+        (
+            Stmt("snapshot_copy_conversation", p, "none"),
+            Stmt("snapshot_tombstone_clear", {"conversation_id": target}, "none"),
+            Stmt("snapshot_copy_chunks", p, "none"),
+            Stmt("snapshot_copy_blobs", p, "none"),
+            Stmt("snapshot_copy_snapshots", p, "none"),
+            Stmt("snapshot_copy_writes", p, "none"),
+        )
+    )
 
 
 def prune(ctx: Ctx, conversation_ids: Sequence[str], strategy: str) -> Op[None]:
@@ -346,11 +430,20 @@ def prune(ctx: Ctx, conversation_ids: Sequence[str], strategy: str) -> Op[None]:
         if delta_channels:
             walked, _ = yield from chain(ctx, conv, head, delta_channels, namespace=ns, payload=False)
             keep += [(conv, ns, sid) for sid in walked]
-    yield Tx((
-        Stmt("snapshot_prune_keep", {
-            "head_conversations": [h[0] for h in heads], "head_namespaces": [h[1] for h in heads],
-            "head_ids": [h[2] for h in heads], "keep_conversations": [k[0] for k in keep],
-            "keep_namespaces": [k[1] for k in keep], "keep_ids": [k[2] for k in keep],
-        }, "none"),
-        *_gc(ids),
-    ))
+    yield Tx(
+        (
+            Stmt(
+                "snapshot_prune_keep",
+                {
+                    "head_conversations": [h[0] for h in heads],
+                    "head_namespaces": [h[1] for h in heads],
+                    "head_ids": [h[2] for h in heads],
+                    "keep_conversations": [k[0] for k in keep],
+                    "keep_namespaces": [k[1] for k in keep],
+                    "keep_ids": [k[2] for k in keep],
+                },
+                "none",
+            ),
+            *_gc(ids),
+        )
+    )

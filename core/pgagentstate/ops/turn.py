@@ -9,12 +9,67 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
-from ..errors import NotFound
-from ..models import Conversation, Event, NewEvent, StateDoc, StateRef
+from ..codec import check_id
+from ..errors import NotFound, VersionConflict
+from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
 from . import conversations, events, state
 from .base import Ctx, Op, Stmt, Tx
+
+
+def load_conversation(
+    ctx: Ctx,
+    conversation_id: str,
+    *,
+    limit: int | None,
+    since: datetime | None = None,
+    kinds: Sequence[str] | None = None,
+    states: Sequence[StateRef] = (),
+    decode: bool = True,
+    create: Mapping[str, Any] | None = None,
+) -> Op[LoadedConversation]:
+    """The conversation, its newest events and the given state documents in one round trip.
+
+    Without ``create`` the reads share one REPEATABLE READ snapshot, so the conversation's version and
+    last_seq describe exactly the events and documents returned.
+    """
+    check_id(conversation_id, "conversation_id", ctx.limits)
+    for ref in states:
+        state.check_ref(ctx, ref)
+    stmts: list[Stmt] = []
+    if create is not None:
+        stmts.append(Stmt("conversation_create", conversations.create_params(ctx, conversation_id, **create), "none"))
+    stmts.append(Stmt("conversation_get", {"id": conversation_id}, "one"))
+    if limit != 0:
+        stmts.append(events.list_stmt(conversation_id, limit=limit, since=since, kinds=kinds))
+    if states:
+        stmts.append(
+            Stmt(
+                "state_get_many",
+                {
+                    "scopes": [r.scope for r in states],
+                    "apps": [r.app_name for r in states],
+                    "subjects": [r.subject for r in states],
+                    "names": [r.name for r in states],
+                },
+                "all",
+            )
+        )
+    results = yield Tx(tuple(stmts), snapshot=create is None)
+    if create is not None:
+        results = results[1:]
+    conv_row = results[0]
+    event_rows = results[1] if limit != 0 else []
+    docs: list[StateDoc | None] = [None] * len(states)
+    for row in results[-1] if states else []:
+        docs[row[0] - 1] = state.doc_from_row(row[1:])
+    return LoadedConversation(
+        conversation=None if conv_row is None else conversations.conversation_from_row(conv_row),
+        events=[events.event_from_row(r, decode) for r in event_rows],
+        states=docs,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,33 +82,11 @@ class Loaded:
 def load(
     ctx: Ctx, conversation_id: str, *, recent: int, state_name: str, create: Mapping[str, Any] | None
 ) -> Op[Loaded]:
-    ref = state.check_ref(ctx, StateRef.conversation(conversation_id, state_name))
-    stmts: list[Stmt] = []
-    if create is not None:
-        params = conversations.create_params(ctx, conversation_id, **create)
-        stmts.append(Stmt("conversation_create", params, "none"))
-    stmts += [
-        Stmt("conversation_get", {"id": conversation_id}, "one"),
-        Stmt(
-            "events_list",
-            {"conversation_id": conversation_id, "limit": recent, "after_seq": None, "since": None, "kinds": None},
-            "all",
-        ),
-        Stmt(
-            "state_get_many",
-            {"scopes": [ref.scope], "apps": [ref.app_name], "subjects": [ref.subject], "names": [ref.name]},
-            "all",
-        ),
-    ]
-    results = yield Tx(tuple(stmts))
-    conv_row, event_rows, state_rows = results[-3:]
-    if conv_row is None:
+    ref = StateRef.conversation(conversation_id, state_name)
+    found = yield from load_conversation(ctx, conversation_id, limit=recent, states=[ref], create=create)
+    if found.conversation is None:
         raise NotFound(f"conversation {conversation_id!r} does not exist")
-    return Loaded(
-        conversation=conversations.conversation_from_row(conv_row),
-        events=[events.event_from_row(r) for r in event_rows],
-        state=state.doc_from_row(state_rows[0][1:]) if state_rows else None,
-    )
+    return Loaded(conversation=found.conversation, events=found.events, state=found.states[0])
 
 
 def commit(
@@ -68,10 +101,10 @@ def commit(
     """Save what the turn produced; VersionConflict if the conversation changed since ``load``."""
     conv = loaded.conversation
     stmts = [Stmt("turn_check", {"id": conv.id, "expected_version": conv.version}, "none")]
-    ids: list[str] = []
+    prepared = None
     if new_events:
-        append, ids = events.append_stmt(ctx, conv.id, new_events, None)
-        stmts.append(append)
+        prepared = events.prepare_append(ctx, conv.id, new_events, None)
+        stmts.append(prepared.stmt)
     if new_state is not None:
         ref = StateRef.conversation(conv.id, state_name)
         expected = loaded.state.version if loaded.state else 0
@@ -90,6 +123,9 @@ def commit(
             )
         )
     results = yield Tx(tuple(stmts))
-    if not new_events:
+    if prepared is None:
         return []
-    return (yield from events.complete_append(conv.id, ids, results[1], None))
+    appended = yield from events.complete_append(conv.id, prepared, results[1], None)
+    if appended is None:  # pragma: no cover - the version check above holds the conversation's lock
+        raise VersionConflict(conv.version, None, what=f"conversation {conv.id!r} version")
+    return appended

@@ -3,31 +3,51 @@
 -- name: events_append
 -- Allocates contiguous seq numbers from conversations.last_seq under the conversation's row lock, skips
 -- event ids already stored (idempotent re-append) and, with %(expected_seq)s, appends only if the log is
--- still at that position. Returns no row when nothing was appended; the caller then finds out why.
+-- still at that position. State patches (top-level keys merged into documents) apply in the same statement
+-- and only when something was appended, so a re-delivered event never applies its state change twice.
+-- Returns no row when nothing was appended; the caller then finds out why. Payloads are not echoed back.
 WITH input AS (
     SELECT t.event_id, t.kind, t.author, t.payload, t.created_at, t.ord
     FROM unnest(%(event_ids)s::text[], %(kinds)s::text[], %(authors)s::text[], %(payloads)s::jsonb[],
                 %(created)s::timestamptz[])
          WITH ORDINALITY AS t(event_id, kind, author, payload, created_at, ord)
+), existing AS (
+    -- An index probe whatever the statistics say (an anti-join can scan the whole history).
+    SELECT e.event_id FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+      AND e.event_id = ANY(%(event_ids)s::text[])
 ), fresh AS (
     SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n
     FROM input i
-    WHERE NOT EXISTS (
-        SELECT 1 FROM {schema}.events e
-        WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s AND e.event_id = i.event_id)
+    WHERE i.event_id NOT IN (SELECT event_id FROM existing)
+), total AS (
+    SELECT count(*) AS n FROM fresh
 ), head AS (
     UPDATE {schema}.conversations c
-    SET last_seq = c.last_seq + (SELECT count(*) FROM fresh), version = c.version + 1, updated_at = now()
+    SET last_seq = c.last_seq + total.n, version = c.version + 1, updated_at = now()
+    FROM total
     WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
       AND (%(expected_seq)s::bigint IS NULL OR c.last_seq = %(expected_seq)s)
-      AND EXISTS (SELECT 1 FROM fresh)
-    RETURNING c.last_seq - (SELECT count(*) FROM fresh) AS base
+      AND total.n > 0
+    RETURNING c.last_seq - total.n AS base
+), patched AS (
+    INSERT INTO {schema}.state_documents AS d (tenant_id, scope, app, subject, name, version, data, updated_at)
+    SELECT %(tenant)s, p.scope, p.app, p.subject, p.name, 1, p.data, now()
+    FROM unnest(%(p_scopes)s::text[], %(p_apps)s::text[], %(p_subjects)s::text[], %(p_names)s::text[],
+                %(p_data)s::jsonb[]) AS p(scope, app, subject, name, data)
+    WHERE EXISTS (SELECT 1 FROM head)
+    ON CONFLICT (tenant_id, scope, app, subject, name) DO UPDATE
+    SET version = d.version + 1, data = d.data || EXCLUDED.data, updated_at = now()
+    RETURNING d.scope, d.app, d.subject, d.name, d.version, d.data, d.updated_at
+), logged AS (
+    INSERT INTO {schema}.state_changes (tenant_id, scope, app, subject, name, version, data, changed_at)
+    SELECT %(tenant)s, p.scope, p.app, p.subject, p.name, p.version, p.data, p.updated_at FROM patched p
 )
 INSERT INTO {schema}.events AS e (tenant_id, conversation_id, seq, event_id, kind, author, payload, created_at)
 SELECT %(tenant)s, %(conversation_id)s, head.base + f.n, f.event_id, f.kind, f.author, f.payload,
        coalesce(f.created_at, now())
 FROM fresh f CROSS JOIN head
-RETURNING e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
+RETURNING e.seq, e.event_id, e.created_at
 
 -- name: events_by_id
 SELECT e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
@@ -51,19 +71,40 @@ SELECT * FROM (
 ORDER BY seq
 
 -- name: events_pop
--- Removes the last event; rewinding last_seq keeps the log contiguous for the next append.
-WITH head AS (
+-- Second statement of a pop, after conversation_lock_row in the same transaction: its snapshot is taken
+-- after the lock was granted, so it sees every append and pop that committed before. Rewinding last_seq
+-- keeps the log contiguous for the next append.
+WITH gone AS (
+    DELETE FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+      AND e.seq = (SELECT c.last_seq FROM {schema}.conversations c
+                   WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
+    RETURNING e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload, e.created_at
+), head AS (
     UPDATE {schema}.conversations c
     SET last_seq = c.last_seq - 1, version = c.version + 1, updated_at = now()
-    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
-      AND EXISTS (SELECT 1 FROM {schema}.events e
-                  WHERE e.tenant_id = c.tenant_id AND e.conversation_id = c.id AND e.seq = c.last_seq)
-    RETURNING c.last_seq + 1 AS popped
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s AND EXISTS (SELECT 1 FROM gone)
 )
-DELETE FROM {schema}.events e
-USING head
-WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s AND e.seq = head.popped
-RETURNING e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
+SELECT g.conversation_id, g.seq, g.event_id, g.kind, g.author, g.payload::text, g.created_at FROM gone g
+
+-- name: conversation_lock_row
+SELECT c.last_seq FROM {schema}.conversations c
+WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
+FOR UPDATE
+
+-- name: event_payloads
+-- Only the payloads of the newest %(limit)s events, oldest first (sessions that replay history).
+SELECT payload FROM (
+    SELECT e.seq, e.payload::text AS payload
+    FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+    ORDER BY e.seq DESC
+    LIMIT %(limit)s
+) newest
+ORDER BY seq
+
+-- name: repeatable_read
+SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 
 -- name: events_clear
 WITH head AS (

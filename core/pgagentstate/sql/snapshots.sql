@@ -13,7 +13,13 @@
 -- name: snapshot_put
 -- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
 -- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx.
-WITH chunks AS (
+-- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
+-- exist, nothing is written (0 rows) and the caller sends them again.
+WITH ok AS (
+    SELECT count(*) = cardinality(%(known)s::text[]) AS ok
+    FROM {schema}.snapshot_chunks k
+    WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s AND k.hash = ANY(%(known)s::text[])
+), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
     SELECT %(tenant)s, %(conversation_id)s, x.hash, x.data
     FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
@@ -24,6 +30,7 @@ WITH chunks AS (
            string_to_array(x.chunks, ' ')
     FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(chunk_lists)s::text[])
          AS x(channel, version, type, chunks)
+    WHERE (SELECT ok FROM ok)
     ON CONFLICT DO NOTHING
 ), touched AS (
     -- Retention looks at updated_at; refreshing it at most every 30 s keeps this a no-op on hot threads.
@@ -33,8 +40,9 @@ WITH chunks AS (
 INSERT INTO {schema}.snapshots AS s
     (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
      channel_versions, forked)
-VALUES (%(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, %(parent_id)s, %(run_id)s, %(type)s,
-        %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb, %(forked)s)
+SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, %(parent_id)s, %(run_id)s, %(type)s,
+       %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb, %(forked)s
+WHERE (SELECT ok FROM ok)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
 SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
     channel_versions = EXCLUDED.channel_versions, run_id = EXCLUDED.run_id

@@ -1,0 +1,106 @@
+"""Core calls that adapters rely on: atomic append + state patches, one-snapshot loads, cheap reads,
+and exact JSON round trips for numbers jsonb would normalise."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+import pytest
+
+from pgagentstate import AsyncStateStore, InvalidInput, NewEvent, StateRef, StateStore, VersionConflict
+
+
+def test_append_with_state_patches_is_atomic_and_applied_once(store: StateStore) -> None:
+    store.create_conversation("s1", app="shop", user_id="u1")
+    patches = [
+        (StateRef.conversation("s1"), {"step": 1}),
+        (StateRef.user("shop", "u1"), {"email": "a@b"}),
+        (StateRef.app("shop"), {"policy_days": 30}),
+    ]
+    (ev,) = store.append_events("s1", [NewEvent({"t": 1}, event_id="e1")], expected_seq=0, state_patches=patches)
+    assert ev.seq == 1
+    docs = store.get_states([ref for ref, _ in patches])
+    assert [d.data if d else None for d in docs] == [{"step": 1}, {"email": "a@b"}, {"policy_days": 30}]
+    # Re-delivery of the same event: no second application (versions unchanged).
+    store.append_events("s1", [NewEvent({"t": 1}, event_id="e1")], state_patches=[(StateRef.app("shop"), {"x": 1})])
+    app_doc = store.get_state(StateRef.app("shop"))
+    assert app_doc is not None and app_doc.version == 1 and app_doc.data == {"policy_days": 30}
+    # A stale append writes neither the event nor the patches.
+    with pytest.raises(VersionConflict):
+        store.append_events("s1", [NewEvent(2)], expected_seq=0, state_patches=[(StateRef.app("shop"), {"y": 2})])
+    assert store.get_state(StateRef.app("shop")).data == {"policy_days": 30}  # type: ignore[union-attr]
+    # Patches merge top-level keys and are recorded in the history.
+    store.append_events("s1", [NewEvent(3)], state_patches=[(StateRef.conversation("s1"), {"step": 2, "n": None})])
+    assert store.get_state(StateRef.conversation("s1")).data == {"step": 2, "n": None}  # type: ignore[union-attr]
+    assert len(store.state_history(StateRef.conversation("s1"))) == 2
+
+
+def test_state_patch_validation(store: StateStore) -> None:
+    store.create_conversation("s1")
+    with pytest.raises(InvalidInput):
+        store.append_events("s1", [NewEvent(1)], state_patches=[(StateRef.conversation("other"), {"a": 1})])
+    with pytest.raises(InvalidInput):
+        store.append_events("s1", [NewEvent(1)], state_patches=[(StateRef.app("a"), {}), (StateRef.app("a"), {})])
+    assert store.list_events("s1") == []
+
+
+def test_load_conversation_in_one_snapshot(store: StateStore) -> None:
+    store.create_conversation("s1", app="shop", user_id="u1")
+    store.append_events(
+        "s1", [NewEvent({"n": i}) for i in range(5)], state_patches=[(StateRef.user("shop", "u1"), {"k": "v"})]
+    )
+    loaded = store.load_conversation("s1", limit=2, states=[StateRef.user("shop", "u1"), StateRef.app("shop")])
+    assert loaded.conversation is not None and loaded.conversation.last_seq == 5
+    assert [e.payload["n"] for e in loaded.events] == [3, 4]
+    assert loaded.states[0] is not None and loaded.states[0].data == {"k": "v"} and loaded.states[1] is None
+    assert store.load_conversation("s1", limit=0).events == []
+    missing = store.load_conversation("nope", states=[StateRef.app("shop")])
+    assert missing.conversation is None and missing.events == []
+
+
+def test_raw_json_payloads_and_payload_only_reads(store: StateStore) -> None:
+    store.create_conversation("s1")
+    payloads = [{"text": "a\x00b", "n": 1e16}, {"text": "plain"}]
+    store.append_events("s1", [NewEvent(p) for p in payloads])
+    import json
+
+    raw = store.list_events("s1", decode=False)
+    assert [json.loads(e.payload) for e in raw] == [{"text": "a\x00b", "n": 1e16}, {"text": "plain"}]
+    assert store.list_event_payloads("s1") == payloads
+    assert store.list_event_payloads("s1", limit=1) == payloads[1:]
+
+
+@pytest.mark.parametrize("number", [1e16, 1e300, -0.0, 1.7976931348623157e308, 5e-324, 123456789012345678.0])
+def test_floats_round_trip_as_floats(store: StateStore, number: float) -> None:
+    store.create_conversation("s1")
+    store.append_events("s1", [NewEvent({"x": number, "list": [number]})])
+    (back,) = store.list_event_payloads("s1")
+    assert type(back["x"]) is float and back["x"] == number and back["list"] == [number]
+    assert math.copysign(1.0, back["x"]) == math.copysign(1.0, number)
+
+
+async def test_concurrent_pops_remove_one_event_each(dsn: str, schema: str) -> None:
+    async with AsyncStateStore(dsn, schema=schema, max_size=6) as a, AsyncStateStore(dsn, schema=schema) as b:
+        await a.create_conversation("c")
+        await a.append_events("c", [NewEvent(i) for i in range(30)])
+        popped = await asyncio.gather(*[(a if i % 2 else b).pop_event("c") for i in range(12)])
+        assert sorted(e.payload for e in popped if e is not None) == list(range(18, 30))
+        assert [e.payload for e in await a.list_events("c")] == list(range(18))
+
+
+async def test_append_racing_the_creation_of_its_conversation(dsn: str, schema: str) -> None:
+    async with AsyncStateStore(dsn, schema=schema, max_size=8) as store:
+
+        async def create_then_append(i: int) -> None:
+            await store.ensure_conversation("new")
+            await store.append_events("new", [NewEvent({"i": i, "part": p}) for p in range(2)])
+
+        await asyncio.gather(*[create_then_append(i) for i in range(16)])
+        events = await store.list_events("new")
+        assert [e.seq for e in events] == list(range(1, 33))
+        for first, second in zip(events[::2], events[1::2], strict=True):
+            assert first.payload["i"] == second.payload["i"] and (first.payload["part"], second.payload["part"]) == (
+                0,
+                1,
+            )
