@@ -172,6 +172,11 @@ class AsyncStateStore:
     def limits(self) -> Limits:
         return self._limits
 
+    @property
+    def context(self) -> Ctx:
+        """What operations need to know about this store (tenant, limits); for :meth:`run`."""
+        return self._ctx
+
     def with_tenant(self, tenant: str) -> AsyncStateStore:
         """A store for another tenant that shares this store's connections."""
         clone = copy.copy(self)

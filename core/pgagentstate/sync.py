@@ -171,6 +171,11 @@ class StateStore:
     def limits(self) -> Limits:
         return self._limits
 
+    @property
+    def context(self) -> Ctx:
+        """What operations need to know about this store (tenant, limits); for :meth:`run`."""
+        return self._ctx
+
     def with_tenant(self, tenant: str) -> StateStore:
         """A store for another tenant that shares this store's connections."""
         clone = copy.copy(self)

@@ -11,15 +11,15 @@ WITH input AS (
     FROM unnest(%(event_ids)s::text[], %(kinds)s::text[], %(authors)s::text[], %(payloads)s::jsonb[],
                 %(created)s::timestamptz[])
          WITH ORDINALITY AS t(event_id, kind, author, payload, created_at, ord)
-), existing AS (
-    -- An index probe whatever the statistics say (an anti-join can scan the whole history).
-    SELECT e.event_id FROM {schema}.events e
-    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
-      AND e.event_id = ANY(%(event_ids)s::text[])
 ), fresh AS (
+    -- One unique-index probe per input row, whatever the planner knows about the table: a scalar
+    -- subquery is never flattened into a join, and an anti-join planned without statistics (fresh
+    -- tables) reads the conversation's whole history.
     SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n
     FROM input i
-    WHERE i.event_id NOT IN (SELECT event_id FROM existing)
+    WHERE (SELECT e.seq FROM {schema}.events e
+           WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+             AND e.event_id = i.event_id) IS NULL
 ), total AS (
     SELECT count(*) AS n FROM fresh
 ), head AS (
