@@ -1,0 +1,130 @@
+"""The store behind a service: given, or opened lazily from a DSN / pool / connection / URI.
+
+ADK builds services synchronously (``Runner(...)``, the CLI's URI factories), often before an event loop
+runs, while an async pool belongs to the loop that opens it; so a service that owns its store opens it on
+first use, inside the loop that uses it, and applies the schema migrations once (idempotent, advisory
+locked).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+from pgagentstate import AsyncStateStore
+from pgagentstate.connect import resolve_dsn
+from pgagentstate.embedded import embedded_dsn
+
+#: URI schemes registered with ADK's service registry.
+SCHEME = "pgagentstate"
+EMBEDDED_SCHEME = "pgagentstate+embedded"
+DEFAULT_SCHEMA = "pgagentstate"
+_OPTIONS = ("tenant", "schema")
+
+
+@dataclass(frozen=True)
+class UriConfig:
+    """What a ``pgagentstate://`` or ``pgagentstate+embedded://`` URI says."""
+
+    dsn: str | None
+    embedded_dir: Path | None
+    tenant: str | None
+    schema: str | None
+
+
+def parse_uri(uri: str) -> UriConfig:
+    """Read a service URI.
+
+    ``pgagentstate://user:pw@host:5432/db?tenant=acme&schema=agents&sslmode=require`` is the libpq URL
+    ``postgresql://user:pw@host:5432/db?sslmode=require`` plus the store options ``tenant`` and ``schema``
+    (any other scheme, e.g. one chosen in a ``services.yaml``, reads the same way).
+    ``pgagentstate://`` alone means ``$PGAGENTSTATE_DSN`` / ``$DATABASE_URL``, else the embedded server.
+    ``pgagentstate+embedded://`` runs the embedded Postgres in ``./.pgagentstate/pg``;
+    ``pgagentstate+embedded:///abs/dir`` or ``pgagentstate+embedded://rel/dir`` elsewhere.
+    """
+    parts = urlsplit(uri)
+    if not parts.scheme:
+        raise ValueError(f"not a URI (expected {SCHEME}://... or {EMBEDDED_SCHEME}://...): {uri!r}")
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    options = {k: v for k, v in query if k in _OPTIONS}
+    rest = [(k, v) for k, v in query if k not in _OPTIONS]
+    tenant = options.get("tenant") or None
+    schema = options.get("schema") or None
+    if parts.scheme.lower().endswith("+embedded"):
+        if rest:
+            raise ValueError(f"{EMBEDDED_SCHEME}:// takes only tenant= and schema=, not {[k for k, _ in rest]}")
+        where = parts.netloc + parts.path
+        return UriConfig(None, Path(where) if where else Path(".pgagentstate/pg"), tenant, schema)
+    if not parts.netloc and not parts.path.strip("/") and not rest:
+        return UriConfig(None, None, tenant, schema)
+    dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), parts.fragment))
+    return UriConfig(dsn, None, tenant, schema)
+
+
+class StoreHandle:
+    """One service's access to an :class:`AsyncStateStore`, opened on first use when the service owns it."""
+
+    def __init__(
+        self,
+        conn: Any = None,
+        *,
+        store: AsyncStateStore | None,
+        tenant: str | None,
+        schema: str | None,
+        uri: str | None,
+        setup: bool,
+        store_options: dict[str, Any],
+    ) -> None:
+        if store is not None and (conn is not None or uri is not None):
+            raise ValueError("pass either store= or a connection (DSN, pool, connection, uri=), not both")
+        if conn is not None and uri is not None:
+            raise ValueError("pass either a connection (DSN, pool, connection) or uri=, not both")
+        embedded: Path | None = None
+        if uri is not None:
+            cfg = parse_uri(uri)
+            conn, embedded = cfg.dsn, cfg.embedded_dir
+            tenant = tenant if tenant is not None else cfg.tenant
+            schema = schema if schema is not None else cfg.schema
+        if store is not None:
+            if schema is not None and schema != store.schema:
+                raise ValueError(f"schema={schema!r} differs from the given store's schema {store.schema!r}")
+            if tenant is not None and tenant != store.tenant:
+                store = store.with_tenant(tenant)
+        self._store = store
+        self._owned = store is None
+        self._conn = conn
+        self._embedded = embedded
+        self._tenant = tenant or "default"
+        self._schema = schema or DEFAULT_SCHEMA
+        self._setup = setup
+        self._options = store_options
+        self._lock: asyncio.Lock | None = None
+
+    async def get(self) -> AsyncStateStore:
+        """The store, opened (and its schema migrated) on the first call."""
+        if self._store is not None:
+            return self._store
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:
+            if self._store is None:
+                conn = self._conn
+                # Starting the embedded server takes seconds; keep the event loop free meanwhile.
+                if self._embedded is not None:
+                    conn = await asyncio.to_thread(embedded_dsn, self._embedded)
+                elif conn is None:
+                    conn = await asyncio.to_thread(resolve_dsn, None)
+                store = AsyncStateStore(conn, tenant=self._tenant, schema=self._schema, **self._options)
+                if self._setup:
+                    await store.setup()
+                self._store = store
+        return self._store
+
+    async def close(self) -> None:
+        """Close the store if this handle opened it (a store passed in stays open for its owner)."""
+        if self._owned and self._store is not None:
+            store, self._store = self._store, None
+            await store.close()

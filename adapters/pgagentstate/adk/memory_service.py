@@ -1,0 +1,261 @@
+"""``PostgresMemoryService``: ADK long-term memory on the core's memory store (ranked full-text search).
+
+Layout in the core (namespaces are per app and user, so one user's search never sees another's):
+
+- an event with text becomes the memory ``("adk", app, user, "events", session_id) / event_id``;
+- an item given to :meth:`add_memory` becomes ``("adk", app, user, "memories") / id``.
+
+Only text is indexed: the core indexes every string value of a memory, so the author and the role are kept
+as object keys (``{"by": {"user": true}}``), which are not, and a search for "user" does not match every
+message by its author. Events are immutable in ADK, so ingesting a
+session again only adds its new events; a deleted memory leaves a tombstone so that re-ingesting its
+session does not bring it back (as ADK's in-memory service does).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import uuid
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, unquote
+
+from google.adk.memory import BaseMemoryService
+from google.adk.memory.base_memory_service import SearchMemoryResponse
+from google.adk.memory.memory_entry import MemoryEntry
+from google.genai import types
+from typing_extensions import override
+
+from pgagentstate import AsyncStateStore
+from pgagentstate.errors import VersionConflict
+from pgagentstate.models import Memory
+
+from ._store import StoreHandle
+
+if TYPE_CHECKING:
+    from google.adk.events import Event
+    from google.adk.sessions import Session
+
+_ROOT = "adk"
+_EVENTS = "events"
+_MEMORIES = "memories"
+# ADK's in-memory service uses this session id for events added without one.
+_UNKNOWN_SESSION_ID = "__unknown_session_id__"
+_TOMBSTONE = "deleted"
+# Concurrent writes per ingestion: enough to hide round trips, few enough to leave the pool to others.
+_PARALLEL = 8
+
+
+def _event_text(event: Event) -> str:
+    if not event.content or not event.content.parts:
+        return ""
+    return " ".join(p.text for p in event.content.parts if p.text)
+
+
+def _iso(ts: float) -> str:
+    # ADK's memory services hand the model local ISO times (google.adk.memory._utils.format_timestamp).
+    return datetime.fromtimestamp(ts).isoformat()
+
+
+class PostgresMemoryService(BaseMemoryService):
+    """A ``BaseMemoryService`` backed by the pgagentstate core: ranked full-text search per app and user.
+
+    Works with ADK's ``load_memory`` and ``preload_memory`` tools. Constructor arguments are those of
+    :class:`~pgagentstate.adk.PostgresSessionService`, plus ``max_results`` (memories per search).
+    ``custom_metadata={"ttl": seconds}`` on :meth:`add_events_to_memory` / :meth:`add_memory` makes the
+    memories expire.
+    """
+
+    def __init__(
+        self,
+        conn: Any = None,
+        *,
+        store: AsyncStateStore | None = None,
+        tenant: str | None = None,
+        schema: str | None = None,
+        setup: bool = True,
+        uri: str | None = None,
+        agents_dir: str | None = None,
+        max_results: int = 10,
+        **store_options: Any,
+    ) -> None:
+        del agents_dir
+        if max_results <= 0:
+            raise ValueError("max_results must be positive")
+        self.max_results = max_results
+        self._handle = StoreHandle(
+            conn, store=store, tenant=tenant, schema=schema, uri=uri, setup=setup, store_options=store_options
+        )
+
+    async def store(self) -> AsyncStateStore:
+        """The core store this service uses (opened on first use)."""
+        return await self._handle.get()
+
+    @override
+    async def add_session_to_memory(self, session: Session) -> None:
+        await self.add_events_to_memory(
+            app_name=session.app_name, user_id=session.user_id, events=session.events, session_id=session.id
+        )
+
+    @override
+    async def add_events_to_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        events: Sequence[Event],
+        session_id: str | None = None,
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        ttl = _ttl(custom_metadata)
+        namespace = (_ROOT, app_name, user_id, _EVENTS, session_id or _UNKNOWN_SESSION_ID)
+        items: list[tuple[str, dict[str, Any]]] = []
+        for event in events:
+            text = _event_text(event)
+            if not text:
+                continue
+            value = {"text": text, "by": _label(event.author), "ts": event.timestamp}
+            items.append((event.id, value))
+        if not items:
+            return
+        store = await self._handle.get()
+        # Already stored (or deleted) events are left alone: skip what the namespace holds.
+        known = {m.key for m in await _all(store, namespace)}
+        todo = [(key, value) for key, value in items if key not in known]
+        await _bounded(
+            [_put_new(store, namespace, key, value, ttl=ttl, user_id=user_id) for key, value in todo]
+        )
+
+    @override
+    async def add_memory(
+        self,
+        *,
+        app_name: str,
+        user_id: str,
+        memories: Sequence[MemoryEntry],
+        custom_metadata: Mapping[str, object] | None = None,
+    ) -> None:
+        ttl = _ttl(custom_metadata)
+        store = await self._handle.get()
+        namespace = (_ROOT, app_name, user_id, _MEMORIES)
+        writes = []
+        for entry in memories:
+            parts = entry.content.parts or []
+            value: dict[str, Any] = {
+                "text": " ".join(p.text for p in parts if p.text),
+                "role": _label(entry.content.role),
+                "by": _label(entry.author),
+                "at": _label(entry.timestamp),
+            }
+            if any(not p.text for p in parts):
+                # Not text only (an image, a function call...): keep the whole content.
+                value["content"] = entry.content.model_dump(exclude_none=True, mode="json")
+            if entry.custom_metadata:
+                value["custom_metadata"] = entry.custom_metadata
+            writes.append(store.put_memory(namespace, entry.id or str(uuid.uuid4()), value, ttl=ttl,
+                                           user_id=user_id))
+        await _bounded(writes)
+
+    @override
+    async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
+        if not query or not query.strip():
+            return SearchMemoryResponse()
+        store = await self._handle.get()
+        found = await store.search_memory(
+            (_ROOT, app_name, user_id), query=query, user_id=user_id, limit=self.max_results
+        )
+        return SearchMemoryResponse(memories=[_entry(m) for m in found if _TOMBSTONE not in m.value])
+
+    @override
+    async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
+        if not memory_id:
+            return
+        store = await self._handle.get()
+        if await store.delete_memory((_ROOT, app_name, user_id, _MEMORIES), memory_id):
+            return
+        if "/" not in memory_id:
+            return
+        session_part, event_part = memory_id.split("/", 1)
+        namespace = (_ROOT, app_name, user_id, _EVENTS, unquote(session_part))
+        key = unquote(event_part)
+        if await store.delete_memory(namespace, key):
+            # Leave a tombstone so that ingesting the session again does not bring the event back.
+            await store.put_memory(namespace, key, {_TOMBSTONE: True}, user_id=user_id)
+
+    async def close(self) -> None:
+        """Close the store if this service opened it."""
+        await self._handle.close()
+
+
+def _entry(m: Memory) -> MemoryEntry:
+    value = m.value
+    author = _unlabel(value.get("by"))
+    if m.namespace[3] == _EVENTS:
+        return MemoryEntry(
+            id=f"{quote(m.namespace[4], safe='')}/{quote(m.key, safe='')}",
+            content=types.Content(role="user" if author == "user" else "model",
+                                  parts=[types.Part(text=value.get("text", ""))]),
+            author=author,
+            timestamp=_iso(float(value["ts"])) if value.get("ts") is not None else None,
+        )
+    if "content" in value:
+        content = types.Content.model_validate(value["content"])
+    else:
+        content = types.Content(role=_unlabel(value.get("role")), parts=[types.Part(text=value.get("text", ""))])
+    return MemoryEntry(
+        id=m.key,
+        content=content,
+        custom_metadata=dict(value.get("custom_metadata") or {}),
+        author=author,
+        timestamp=_unlabel(value.get("at")),
+    )
+
+
+def _label(text: str | None) -> dict[str, bool] | None:
+    """A string stored where the full-text index does not look (an object key)."""
+    return {text: True} if text else None
+
+
+def _unlabel(label: Any) -> str | None:
+    return next(iter(label)) if isinstance(label, dict) and label else None
+
+
+def _ttl(custom_metadata: Mapping[str, object] | None) -> float | None:
+    ttl = (custom_metadata or {}).get("ttl")
+    if ttl is None:
+        return None
+    if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
+        raise ValueError(f"custom_metadata['ttl'] must be a positive number of seconds, not {ttl!r}")
+    return float(ttl)
+
+
+async def _all(store: AsyncStateStore, namespace: tuple[str, ...]) -> list[Memory]:
+    out: list[Memory] = []
+    offset = 0
+    while True:
+        page = await store.search_memory(namespace, limit=1000, offset=offset)
+        out += [m for m in page if m.namespace == namespace]
+        if len(page) < 1000:
+            return out
+        offset += len(page)
+
+
+async def _put_new(
+    store: AsyncStateStore, namespace: tuple[str, ...], key: str, value: dict[str, Any], *,
+    ttl: float | None, user_id: str,
+) -> None:
+    # expected_version=0: insert only, so a concurrent ingestion or a tombstone wins.
+    with contextlib.suppress(VersionConflict):
+        await store.put_memory(namespace, key, value, ttl=ttl, user_id=user_id, expected_version=0)
+
+
+async def _bounded(jobs: Sequence[Any]) -> None:
+    sem = asyncio.Semaphore(_PARALLEL)
+
+    async def run(job: Any) -> None:
+        async with sem:
+            await job
+
+    await asyncio.gather(*(run(j) for j in jobs))

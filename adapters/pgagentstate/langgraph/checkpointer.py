@@ -1,0 +1,376 @@
+"""``PostgresCheckpointer``: LangGraph's ``BaseCheckpointSaver`` on the pgagentstate core, sync and async.
+
+Threads are core conversations (``framework="langgraph"``); checkpoints are core snapshots. One instance
+serves ``invoke`` and ``ainvoke`` alike and holds no lock of its own: on a pool, concurrent runs proceed
+concurrently, and conflicting ones are told apart by the database (see ``docs/langgraph.md``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any, cast
+
+from langchain_core.runnables import RunnableConfig
+
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+    DeltaChannelHistory,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from pgagentstate import AsyncStateStore, StateStore
+from pgagentstate.errors import NotFound
+from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
+
+from . import _codec as codec
+from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
+
+
+class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer on Postgres, usable by sync and async graphs alike.
+
+    ``conn`` is a DSN (a sync and an async pool are opened on first use of each API), a psycopg
+    ``Connection`` / ``ConnectionPool`` (the async API runs it in a thread) or an ``AsyncConnection`` /
+    ``AsyncConnectionPool`` (the sync API may be used from other threads while its event loop runs).
+    ``store=`` passes a core ``StateStore`` or ``AsyncStateStore`` instead. ``serde`` defaults to
+    LangGraph's ``JsonPlusSerializer``; ``schema`` and ``tenant`` say where threads live.
+
+        with PostgresCheckpointer.from_conn_string(DB_URI) as checkpointer:
+            checkpointer.setup()
+            graph = builder.compile(checkpointer=checkpointer)
+    """
+
+    def __init__(
+        self,
+        conn: ConnectionLike = None,
+        *,
+        store: StateStore | AsyncStateStore | None = None,
+        serde: SerializerProtocol | None = None,
+        schema: str = "pgagentstate",
+        tenant: str = "default",
+        pgbouncer: bool = False,
+        max_size: int = 10,
+    ) -> None:
+        super().__init__(serde=serde)
+        self._stores = Stores(conn, store, schema=schema, tenant=tenant, pgbouncer=pgbouncer, max_size=max_size)
+        self._known = codec.KnownChunks()
+
+    @classmethod
+    def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> Opened[PostgresCheckpointer]:
+        """``with PostgresCheckpointer.from_conn_string(dsn) as saver:`` or ``async with ...``: a saver
+        with its own pools, closed on exit."""
+        return Opened(cls(conn_string, **kwargs))
+
+    def setup(self) -> Awaitable[None]:
+        """Create or upgrade the schema; safe from many processes at once (advisory-locked migrations).
+
+        Runs at once when a sync connection is available and returns a completed awaitable, so both
+        ``saver.setup()`` (PostgresSaver's spelling) and ``await saver.setup()`` (AsyncPostgresSaver's)
+        work; with only an async connection it returns a coroutine to await.
+        """
+        return cast(Awaitable[None], self._stores.setup())
+
+    async def asetup(self) -> None:
+        await self._stores.arun(lambda s: s.setup())
+
+    def _run(self, call: StoreCall) -> Any:
+        return self._stores.run(call)
+
+    async def _arun(self, call: StoreCall) -> Any:
+        return await self._stores.arun(call)
+
+    # --- BaseCheckpointSaver ----------------------------------------------------------------------
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the latest of its thread and namespace, in one round trip."""
+        thread_id, ns, checkpoint_id = codec.thread_of(config)
+        snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
+        return self._loaded(snap)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        thread_id, ns, checkpoint_id = codec.thread_of(config)
+        snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
+        return self._loaded(snap)
+
+    def _loaded(self, snap: Snapshot | None) -> CheckpointTuple | None:
+        if snap is None:
+            return None
+        self._known.remember(snap.conversation_id, (h for b in snap.blobs.values() for h in b.hashes))
+        return codec.to_tuple(codec.Decoder(self.serde), snap)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints newest first; one query however many, each distinct message decoded once."""
+        call, post = _list_call(config, filter, before, limit)
+        snaps = self._run(call)
+        decoder = codec.Decoder(self.serde)
+        for snap in post(snaps):
+            yield codec.to_tuple(decoder, snap)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        call, post = _list_call(config, filter, before, limit)
+        snaps = await self._arun(call)
+        decoder = codec.Decoder(self.serde)
+        for snap in post(snaps):
+            yield codec.to_tuple(decoder, snap)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; ``pgagentstate.errors.VersionConflict`` if another writer already continued
+        the thread from the same parent (see docs/langgraph.md, "Forks and conflicts")."""
+        call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
+        self._run(call)
+        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
+        await self._arun(call)
+        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+
+    def _put_call(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> tuple[StoreCall, str, str]:
+        thread_id, ns, parent_id = codec.thread_of(config)
+        typ, data, versions, blobs = codec.dump_checkpoint(self.serde, checkpoint, new_versions)
+        sendable, hashes = self._known.substitute(thread_id, blobs)
+        meta = codec.metadata_for(config, metadata)
+        run_id = meta.get("run_id")
+        kw = {
+            "namespace": ns, "parent_id": parent_id, "type": typ, "data": data, "metadata": meta,
+            "channel_versions": versions, "run_id": None if run_id is None else str(run_id),
+            "forked": codec.is_fork(config, meta), "framework": codec.FRAMEWORK,
+        }
+        retry = sendable != blobs  # some chunks go by hash: a NotFound may mean they were deleted meanwhile
+        sid = checkpoint["id"]
+
+        def call(s: Any) -> Any:
+            if isinstance(s, AsyncStateStore):
+                return self._aput_snapshot(s, thread_id, sid, kw, sendable, blobs if retry else None, hashes)
+            try:
+                s.put_snapshot(thread_id, sid, blobs=sendable, **kw)
+            except NotFound:
+                if not retry:
+                    raise
+                self._known.forget([thread_id])
+                s.put_snapshot(thread_id, sid, blobs=blobs, **kw)
+            self._known.remember(thread_id, hashes)
+
+        return call, thread_id, ns
+
+    async def _aput_snapshot(
+        self, store: AsyncStateStore, thread_id: str, sid: str, kw: dict[str, Any],
+        sendable: Sequence[SnapshotBlob], full: Sequence[SnapshotBlob] | None, hashes: Sequence[str],
+    ) -> None:
+        try:
+            await store.put_snapshot(thread_id, sid, blobs=sendable, **kw)
+        except NotFound:
+            if full is None:
+                raise
+            self._known.forget([thread_id])
+            await store.put_snapshot(thread_id, sid, blobs=full, **kw)
+        self._known.remember(thread_id, hashes)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's writes: regular channels keep the first value written, special ones (error,
+        interrupt, resume, scheduled) the last. Writes for a deleted thread are dropped, not resurrected."""
+        self._run(self._writes_call(config, writes, task_id, task_path))
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        await self._arun(self._writes_call(config, writes, task_id, task_path))
+
+    def _writes_call(
+        self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
+    ) -> StoreCall:
+        thread_id, ns, checkpoint_id = codec.thread_of(config)
+        if checkpoint_id is None:
+            raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
+        rows = codec.dump_writes(self.serde, writes, task_id, task_path)
+        return lambda s: s.put_snapshot_writes(thread_id, checkpoint_id, rows, namespace=ns,
+                                               framework=codec.FRAMEWORK)
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete the thread (its conversation, checkpoints and writes); late writes of runs still in
+        flight are dropped instead of recreating it."""
+        self._known.forget([str(thread_id)])
+        self._run(lambda s: s.delete_snapshot_conversation(str(thread_id)))
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        self._known.forget([str(thread_id)])
+        await self._arun(lambda s: s.delete_snapshot_conversation(str(thread_id)))
+
+    def delete_for_runs(self, run_ids: Sequence[str]) -> None:
+        """Delete the checkpoints (and their writes) saved by these runs."""
+        self._known.forget(None)
+        self._run(lambda s: s.delete_snapshot_runs([str(r) for r in run_ids]))
+
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        self._known.forget(None)
+        await self._arun(lambda s: s.delete_snapshot_runs([str(r) for r in run_ids]))
+
+    def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        """Copy every checkpoint (the whole parent chain) and write of a thread to another thread."""
+        self._run(lambda s: s.copy_snapshots(str(source_thread_id), str(target_thread_id)))
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await self._arun(lambda s: s.copy_snapshots(str(source_thread_id), str(target_thread_id)))
+
+    def prune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        """``keep_latest``: keep the latest checkpoint per namespace (plus the ancestors a DeltaChannel is
+        rebuilt from); ``delete``: remove every checkpoint. Threads stay."""
+        self._known.forget([str(t) for t in thread_ids])
+        self._run(lambda s: s.prune_snapshots([str(t) for t in thread_ids], strategy=strategy))
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        self._known.forget([str(t) for t in thread_ids])
+        await self._arun(lambda s: s.prune_snapshots([str(t) for t in thread_ids], strategy=strategy))
+
+    def prune_idle(self, older_than: timedelta, *, strategy: str = "keep_latest") -> int:
+        """Retention: prune (``strategy="delete"``: delete) up to ``limit`` threads not written for
+        ``older_than``. Returns how many were handled; run it from a scheduled job until it returns 0."""
+        cutoff = datetime.now(UTC) - older_than
+        idle = self._run(lambda s: s.list_conversations(framework=codec.FRAMEWORK, updated_before=cutoff))
+        for call in _retire_calls([c.id for c in idle], strategy):
+            self._run(call)
+        return len(idle)
+
+    async def aprune_idle(self, older_than: timedelta, *, strategy: str = "keep_latest") -> int:
+        cutoff = datetime.now(UTC) - older_than
+        idle = await self._arun(lambda s: s.list_conversations(framework=codec.FRAMEWORK, updated_before=cutoff))
+        for call in _retire_calls([c.id for c in idle], strategy):
+            await self._arun(call)
+        return len(idle)
+
+    def get_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        """Writes and seed of each channel along the parent chain, in one query (not one per ancestor)."""
+        if not channels:
+            return {}
+        thread_id, ns, checkpoint_id = codec.thread_of(config)
+        if checkpoint_id is None:
+            head = self.get_tuple(config)
+            if head is None:
+                return {c: {"writes": []} for c in channels}
+            checkpoint_id = head.checkpoint["id"]
+        target = checkpoint_id
+        history = self._run(lambda s: s.snapshot_channel_history(thread_id, target, list(channels), namespace=ns))
+        return codec.delta_history(self.serde, history)
+
+    async def aget_delta_channel_history(
+        self, *, config: RunnableConfig, channels: Sequence[str]
+    ) -> dict[str, DeltaChannelHistory]:
+        if not channels:
+            return {}
+        thread_id, ns, checkpoint_id = codec.thread_of(config)
+        if checkpoint_id is None:
+            head = await self.aget_tuple(config)
+            if head is None:
+                return {c: {"writes": []} for c in channels}
+            checkpoint_id = head.checkpoint["id"]
+        target = checkpoint_id
+        history = await self._arun(
+            lambda s: s.snapshot_channel_history(thread_id, target, list(channels), namespace=ns)
+        )
+        return codec.delta_history(self.serde, history)
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        return codec.next_version(current)
+
+
+def _retire_calls(thread_ids: list[str], strategy: str) -> list[StoreCall]:
+    if not thread_ids:
+        return []
+    if strategy == "delete":
+        return [functools.partial(_delete_thread, thread_id=t) for t in thread_ids]
+    return [lambda s: s.prune_snapshots(thread_ids, strategy=strategy)]
+
+
+def _delete_thread(store: Any, *, thread_id: str) -> Any:
+    return store.delete_snapshot_conversation(thread_id)
+
+
+def _list_call(
+    config: RunnableConfig | None, filter: dict[str, Any] | None, before: RunnableConfig | None,
+    limit: int | None,
+) -> tuple[StoreCall, Callable[[list[Snapshot]], list[Snapshot]]]:
+    """The store call of a list(), and the filtering left to Python (only when a checkpoint_id is named)."""
+    thread_id: str | None = None
+    ns: str | None = None
+    checkpoint_id: str | None = None
+    if config is not None:
+        conf = config.get("configurable") or {}
+        if conf.get("thread_id") is not None:
+            thread_id = str(conf["thread_id"])
+        if conf.get("checkpoint_ns") is not None:
+            ns = str(conf["checkpoint_ns"])
+        checkpoint_id = conf.get("checkpoint_id") or None
+    before_id = (before.get("configurable") or {}).get("checkpoint_id") if before else None
+    if checkpoint_id is not None and thread_id is not None:
+        tid, cid = thread_id, checkpoint_id
+
+        def one(snaps: list[Snapshot]) -> list[Snapshot]:
+            return [s for s in snaps if codec.matches(s.metadata, filter)
+                    and (before_id is None or s.snapshot_id < before_id)][: limit if limit is not None else None]
+
+        def get(s: Any) -> Any:
+            return _maybe_list(s.get_snapshot(tid, namespace=ns or "", snapshot_id=cid))
+
+        return get, one
+    return (
+        lambda s: s.list_snapshots(thread_id, namespace=ns, before=before_id, filter=filter, limit=limit),
+        lambda snaps: snaps,
+    )
+
+
+def _maybe_list(found: Any) -> Any:
+    """``[snapshot]`` or ``[]`` from a get_snapshot result that may still be a coroutine (async store)."""
+    if asyncio.iscoroutine(found):
+        async def wrap() -> list[Snapshot]:
+            snap = await found
+            return [snap] if snap else []
+
+        return wrap()
+    return [found] if found else []

@@ -1,0 +1,33 @@
+"""OpenAI Agents SDK adapter: a Postgres ``Session``, memory tools, idempotent tools and paused runs.
+
+    from pgagentstate.openai_agents import PostgresSession, memory_tools, idempotent_function_tool, PausedRuns
+"""
+
+from __future__ import annotations
+
+try:
+    import agents as _agents  # noqa: F401
+except ImportError as exc:  # pragma: no cover - exercised only without the extra installed
+    raise ImportError(
+        "pgagentstate.openai_agents needs the OpenAI Agents SDK: pip install 'pgagentstate[openai-agents]'"
+    ) from exc
+
+from ._identity import Identity, StateContext, identity_of
+from .idempotent import idempotent_function_tool, tool_call_key
+from .memory import memory_instructions, memory_tools
+from .paused import PausedRun, PausedRuns
+from .session import PostgresSession, SessionUserMismatch
+
+__all__ = [
+    "Identity",
+    "PausedRun",
+    "PausedRuns",
+    "PostgresSession",
+    "SessionUserMismatch",
+    "StateContext",
+    "idempotent_function_tool",
+    "identity_of",
+    "memory_instructions",
+    "memory_tools",
+    "tool_call_key",
+]

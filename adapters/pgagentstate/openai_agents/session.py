@@ -1,0 +1,254 @@
+"""``PostgresSession``: the Agents SDK ``Session`` protocol on the pgagentstate core.
+
+A session is a core conversation (``framework="openai_agents"``); its items are the conversation's event
+log. The core gives what the SDK's own sessions lack: ``add_items`` is one atomic statement that takes
+contiguous sequence numbers under the conversation's row lock (concurrent writers never interleave inside a
+batch, order never depends on timestamps), ``pop_item`` removes exactly the last item atomically, and every
+item is stored as ``jsonb`` that reads back equal to what was written.
+
+Round trips are what a session costs, so each method is one statement in the common case: the conversation
+row is created lazily, on the first append that finds it missing.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from types import TracebackType
+from typing import Any, cast
+
+from agents import RunContextWrapper, SessionSettings
+from agents.items import TResponseInputItem
+from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
+
+from pgagentstate import AsyncStateStore
+from pgagentstate.codec import check_id
+from pgagentstate.errors import ConflictError, ConnectionLost, NotFound, PgAgentStateError
+from pgagentstate.models import Conversation, NewEvent
+
+from ._identity import identity_of
+from ._store import resolve_store
+
+FRAMEWORK = "openai_agents"
+
+# A lost connection during an append is retried with the same event ids: the core treats a re-appended
+# event id as a no-op, so a retry after a commit that did land cannot duplicate items.
+_APPEND_ATTEMPTS = 3
+
+
+class SessionUserMismatch(PgAgentStateError, PermissionError):
+    """The run context names a different user than the one the session belongs to."""
+
+    def __init__(self, session_id: str, owner: str, user_id: str) -> None:
+        self.session_id = session_id
+        self.owner = owner
+        self.user_id = user_id
+        super().__init__(f"session {session_id!r} belongs to user {owner!r}, not to {user_id!r}")
+
+
+class PostgresSession:
+    """Conversation history of one Agents SDK session, stored in Postgres.
+
+    Example::
+
+        store = AsyncStateStore("postgresql://...")      # one pool for the whole application
+        await store.setup()
+        session = PostgresSession("whatsapp:+5511999990000", store=store, user_id="cust-42")
+        result = await Runner.run(agent, "Oi, quero reembolso", session=session)
+
+    Args:
+        session_id: Identifier of the conversation (the core conversation id).
+        conn: A DSN, a psycopg ``AsyncConnection`` or ``AsyncConnectionPool``; the session then owns a store
+            of its own (close it with :meth:`aclose`). Prefer ``store=`` to share one pool.
+        store: An :class:`~pgagentstate.AsyncStateStore` to use (not closed by the session).
+        tenant: Tenant to store under; overrides the store's tenant. A ``tenant`` (or ``tenant_id``) in the
+            run context overrides both, per call.
+        schema: Postgres schema of the pgagentstate tables (only used with ``conn``).
+        session_settings: Default ``limit`` for :meth:`get_items` (a ``SessionSettings`` or a dict).
+        user_id: Owner recorded on the conversation when the session creates it. A ``user_id`` in the run
+            context takes precedence, and is checked against the stored owner
+            (:class:`SessionUserMismatch`).
+        app: Application name recorded on the conversation.
+        channel: Channel recorded on the conversation (``"whatsapp"``, ``"web"``, ...).
+        metadata: Metadata recorded on the conversation when the session creates it.
+        setup: Run the core's (idempotent) migrations before the first operation.
+    """
+
+    session_settings: SessionSettings | None
+
+    def __init__(
+        self,
+        session_id: str,
+        conn: Any = None,
+        *,
+        store: AsyncStateStore | None = None,
+        tenant: str | None = None,
+        schema: str = "pgagentstate",
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        user_id: str = "",
+        app: str = "",
+        channel: str = "",
+        metadata: Mapping[str, Any] | None = None,
+        setup: bool = False,
+    ) -> None:
+        self.session_id = check_id(session_id, "session_id")
+        self.session_settings = (
+            coerce_session_settings(dict(session_settings) if isinstance(session_settings, Mapping)
+                                    else session_settings)
+            if session_settings is not None
+            else SessionSettings()
+        )
+        self._store, self._owns_store = resolve_store(conn, store, tenant=tenant, schema=schema)
+        self.user_id = user_id
+        self.app = app
+        self.channel = channel
+        self.metadata = dict(metadata or {})
+        self._needs_setup = setup
+        self._tenant_stores: dict[str, AsyncStateStore] = {}
+        # (tenant, user) pairs already checked against the stored owner: saves a round trip on every later
+        # call of this instance.
+        self._owner_checked: set[tuple[str, str]] = set()
+
+    @property
+    def store(self) -> AsyncStateStore:
+        """The store this session writes to (for its default tenant)."""
+        return self._store
+
+    # ------------------------------------------------------------------ Session protocol
+
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
+        """Return the latest ``limit`` items (``session_settings.limit`` when None; all if both are None),
+        oldest first."""
+        n = resolve_session_limit(limit, self.session_settings)
+        if n is not None and (not isinstance(n, int) or isinstance(n, bool) or n < 0):
+            raise ValueError(f"limit must be a non-negative integer or None, not {n!r}")
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=False)
+        if n == 0:
+            return []
+        return await store.list_event_payloads(self.session_id, limit=n)
+
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
+        """Append ``items`` atomically, in order, after everything already stored."""
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=True)
+        if not items:
+            return
+        events = [_to_event(item) for item in items]
+        # Every retry below re-sends the same event ids, which the core stores at most once.
+        for attempt in range(1, _APPEND_ATTEMPTS + 1):
+            try:
+                await store.append_events(self.session_id, events)
+                return
+            except NotFound:
+                # New session, or deleted by someone else since we last saw it: create it, as SQLiteSession
+                # does on its first write.
+                await self._ensure(store, user)
+            except ConnectionLost:
+                if attempt == _APPEND_ATTEMPTS:
+                    raise
+        raise ConflictError(f"add_items on {self.session_id!r}: the session kept disappearing while appending")
+
+    async def pop_item(self, *, wrapper: RunContextWrapper[Any] | None = None) -> TResponseInputItem | None:
+        """Remove and return the most recent item, or None when the session is empty."""
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=False)
+        event = await store.pop_event(self.session_id)
+        return None if event is None else cast(TResponseInputItem, event.payload)
+
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
+        """Remove every item. The conversation itself (owner, status, metadata, paused runs) stays."""
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=False)
+        await store.clear_events(self.session_id)
+
+    # ------------------------------------------------------------------ beyond the protocol
+
+    async def get_conversation(self, *, wrapper: RunContextWrapper[Any] | None = None) -> Conversation | None:
+        """The core conversation behind this session (owner, status, metadata, version), if it exists."""
+        store, _, _ = await self._route(wrapper)
+        return await store.get_conversation(self.session_id)
+
+    async def delete(self, *, wrapper: RunContextWrapper[Any] | None = None) -> bool:
+        """Delete the conversation with everything attached to it (items, state, paused runs)."""
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=False)
+        return await store.delete_conversation(self.session_id)
+
+    async def aclose(self) -> None:
+        """Close the store if this session created it (a store passed as ``store=`` is left open)."""
+        if self._owns_store:
+            await self._store.close()
+
+    async def __aenter__(self) -> PostgresSession:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        await self.aclose()
+
+    def __repr__(self) -> str:
+        return f"PostgresSession(session_id={self.session_id!r})"
+
+    # ------------------------------------------------------------------ internals
+
+    async def _route(self, wrapper: RunContextWrapper[Any] | None) -> tuple[AsyncStateStore, str, str]:
+        """Pick the tenant's store and the acting user for one call."""
+        if self._needs_setup:
+            await self._store.setup()
+            self._needs_setup = False
+        ident = identity_of(wrapper) if wrapper is not None else None
+        tenant = ident.tenant if ident and ident.tenant else ""
+        user = ident.user_id if ident and ident.user_id else ""
+        if not tenant:
+            return self._store, "", user
+        store = self._tenant_stores.get(tenant)
+        if store is None:
+            store = self._tenant_stores[tenant] = self._store.with_tenant(tenant)
+        return store, tenant, user
+
+    async def _ensure(self, store: AsyncStateStore, user: str) -> Conversation:
+        conv = await store.ensure_conversation(
+            self.session_id,
+            app=self.app,
+            framework=FRAMEWORK,
+            user_id=user or self.user_id,
+            channel=self.channel,
+            metadata=self.metadata or None,
+        )
+        return conv
+
+    async def _check_owner(self, store: AsyncStateStore, tenant: str, user: str, *, create: bool) -> None:
+        """Refuse to serve a session owned by another user than the run context's (checked once)."""
+        if (tenant, user) in self._owner_checked:
+            return
+        conv = await (self._ensure(store, user) if create else store.get_conversation(self.session_id))
+        if conv is None:
+            return  # nothing stored yet: the first append creates it owned by `user`
+        if conv.user_id and conv.user_id != user:
+            raise SessionUserMismatch(self.session_id, conv.user_id, user)
+        self._owner_checked.add((tenant, user))
+
+
+def _to_event(item: Any) -> NewEvent:
+    # The item type doubles as the event kind, so the log can be filtered by kind in SQL and by tools.
+    kind = "message"
+    author = ""
+    if isinstance(item, Mapping):
+        t = item.get("type")
+        if isinstance(t, str) and t:
+            kind = t
+        role = item.get("role")
+        if isinstance(role, str):
+            author = role
+    return NewEvent(payload=item, kind=kind, author=author, event_id=uuid.uuid4().hex)

@@ -1,0 +1,245 @@
+"""PostgresCheckpointer vs langgraph-checkpoint-postgres's PostgresSaver, side by side, one run.
+
+    .venv/bin/python benchmarks/bench_langgraph.py [--turns 50] [--workers 8] [--puts 150]
+
+Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:5432/postgres), each library
+in a fresh schema of its own, measurements interleaved (peer, ours, peer, ours ...) so that machine noise
+hits both alike. Prints each figure and the ratio ours/peer with the target from issue 3.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import random
+import statistics
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Annotated, Any
+
+import psycopg
+from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.postgres import PostgresSaver
+from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
+from langgraph.graph import END, START, StateGraph
+from langgraph.graph.message import add_messages
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+from typing_extensions import TypedDict
+
+from pgagentstate.langgraph import PostgresCheckpointer
+
+DSN = os.environ.get("PGAGENTSTATE_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
+# Varied prose from a fixed seed: real messages do not repeat themselves, and repeated phrases would
+# flatter whichever library compresses (Postgres TOAST compresses values over 2 kB).
+_WORDS = (
+    "order", "refund", "parcel", "broken", "arrived", "customer", "email", "receipt", "address",
+    "delivery", "courier", "tracking", "payment", "card", "invoice", "return", "label",
+    "warehouse", "replacement", "damaged", "screen", "battery", "box", "week", "today", "tomorrow",
+    "please", "thanks", "sorry", "understand", "check", "confirm", "process", "send", "ship",
+    "update", "status", "number",
+)
+_rng = random.Random(12345)
+BENCH_SYNC: RunnableConfig = {"configurable": {"thread_id": "bench-sync"}}
+BENCH_ASYNC: RunnableConfig = {"configurable": {"thread_id": "bench-async"}}
+
+
+def prose(words: int) -> str:
+    return " ".join(_rng.choice(_WORDS) + ("," if _rng.random() < 0.1 else "") for _ in range(words)) + "."
+
+
+class State(TypedDict):
+    messages: Annotated[list[AnyMessage], add_messages]
+    summary: str
+
+
+def graph_builder() -> Any:
+    """Three nodes, as a small agent: route, answer (appends a message), summarise."""
+
+    def route(state: State) -> dict[str, Any]:
+        return {"summary": f"{len(state['messages'])} messages"}
+
+    def answer(state: State) -> dict[str, Any]:
+        last = state["messages"][-1].content
+        return {"messages": [AIMessage(content=f"Answer to '{str(last)[:30]}': {prose(45)}")]}
+
+    def summarise(state: State) -> dict[str, Any]:
+        return {"summary": state["summary"] + " (summarised)"}
+
+    b = StateGraph(State)
+    b.add_node("route", route)
+    b.add_node("answer", answer)
+    b.add_node("summarise", summarise)
+    b.add_edge(START, "route")
+    b.add_edge("route", "answer")
+    b.add_edge("answer", "summarise")
+    b.add_edge("summarise", END)
+    return b
+
+
+def user_message(turn: int) -> dict[str, Any]:
+    return {"messages": [HumanMessage(f"Turn {turn}: {prose(20)}")]}
+
+
+def peer_kwargs(schema: str) -> dict[str, Any]:
+    # What PostgresSaver.from_conn_string uses, confined to a schema of its own.
+    return {"autocommit": True, "prepare_threshold": 0, "row_factory": dict_row,
+            "options": f"-c search_path={schema}"}
+
+
+@contextmanager
+def schemas() -> Iterator[tuple[str, str]]:
+    tag = uuid.uuid4().hex[:8]
+    peer, ours = f"bench_peer_{tag}", f"bench_ours_{tag}"
+    with psycopg.connect(DSN, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(peer)))
+    try:
+        yield peer, ours
+    finally:
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            for s in (peer, ours):
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(s)))
+
+
+def schema_bytes(schema: str) -> int:
+    with psycopg.connect(DSN) as conn:
+        row = conn.execute(
+            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
+            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+            (schema,),
+        ).fetchone()
+        assert row is not None
+        return int(row[0])
+
+
+def ratio_line(name: str, peer: float, ours: float, unit: str, target: str) -> str:
+    return f"{name:<44} peer {peer:10.2f} {unit:<8} ours {ours:10.2f} {unit:<8} ratio {ours / peer:5.2f}  ({target})"
+
+
+def bench_invoke(peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any], turns: int) -> tuple[float, float]:
+    graphs = {"peer": graph_builder().compile(checkpointer=peer), "ours": graph_builder().compile(checkpointer=ours)}
+    times: dict[str, list[float]] = {"peer": [], "ours": []}
+    for turn in range(turns):
+        order = ("peer", "ours") if turn % 2 == 0 else ("ours", "peer")
+        for who in order:
+            t0 = time.perf_counter()
+            graphs[who].invoke(user_message(turn), BENCH_SYNC)
+            times[who].append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times["peer"]), statistics.median(times["ours"])
+
+
+async def bench_ainvoke(peer_schema: str, ours_schema: str, turns: int) -> tuple[float, float]:
+    async with AsyncConnectionPool(DSN, min_size=1, max_size=4, kwargs=peer_kwargs(peer_schema)) as pool:
+        peer = AsyncPostgresSaver(pool)  # type: ignore[arg-type]
+        async with PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema) as ours:
+            graphs = {"peer": graph_builder().compile(checkpointer=peer),
+                      "ours": graph_builder().compile(checkpointer=ours)}
+            times: dict[str, list[float]] = {"peer": [], "ours": []}
+            for turn in range(turns):
+                order = ("peer", "ours") if turn % 2 == 0 else ("ours", "peer")
+                for who in order:
+                    t0 = time.perf_counter()
+                    await graphs[who].ainvoke(user_message(turn), BENCH_ASYNC)
+                    times[who].append((time.perf_counter() - t0) * 1000)
+    return statistics.median(times["peer"]), statistics.median(times["ours"])
+
+
+def bench_list(peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any], rounds: int = 9) -> tuple[float, float]:
+    times: dict[str, list[float]] = {"peer": [], "ours": []}
+    config = BENCH_SYNC
+    counts = {}
+    for r in range(rounds):
+        for who, saver in ((("peer", peer), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("peer", peer))):
+            t0 = time.perf_counter()
+            counts[who] = len(list(saver.list(config, limit=100)))
+            times[who].append((time.perf_counter() - t0) * 1000)
+    assert counts["peer"] == counts["ours"] == 100, counts
+    return statistics.median(times["peer"]), statistics.median(times["ours"])
+
+
+def concurrent_puts(saver: BaseCheckpointSaver[Any], workers: int, puts: int, tag: str) -> float:
+    """puts/s of ``workers`` threads sharing ``saver``, each extending its own thread."""
+    history = [HumanMessage(f"message {i}: {prose(25)}") for i in range(20)]
+    barrier = threading.Barrier(workers + 1)
+
+    def work(w: int) -> None:
+        thread = f"{tag}-{w}"
+        parent: str | None = None
+        barrier.wait()
+        versions: dict[str, Any] = {}
+        for i in range(puts):
+            # A typical superstep: a small channel changes every time, the message list every 4th step.
+            changed = ["summary", "messages"] if i % 4 == 0 else ["summary"]
+            for ch in changed:
+                versions[ch] = saver.get_next_version(versions.get(ch), None)
+            cp = empty_checkpoint()
+            cp["channel_values"] = {"messages": history[: 10 + (i // 4) % 10], "summary": f"step {i}"}
+            cp["channel_versions"] = dict(versions)
+            conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+            if parent:
+                conf["checkpoint_id"] = parent
+            saver.put({"configurable": conf}, cp, {"source": "loop", "step": i - 1, "parents": {}},
+                      {ch: versions[ch] for ch in changed})
+            parent = cp["id"]
+
+    threads = [threading.Thread(target=work, args=(w,)) for w in range(workers)]
+    for t in threads:
+        t.start()
+    barrier.wait()
+    t0 = time.perf_counter()
+    for t in threads:
+        t.join()
+    return workers * puts / (time.perf_counter() - t0)
+
+
+def bench_concurrency(peer_schema: str, ours_schema: str, workers: int, puts: int) -> tuple[float, float]:
+    rates: dict[str, list[float]] = {"peer": [], "ours": []}
+    with ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs=peer_kwargs(peer_schema)) as ppool, \
+            ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs={"autocommit": True}) as opool:
+        peer = PostgresSaver(ppool)  # type: ignore[arg-type]
+        ours = PostgresCheckpointer(opool, schema=ours_schema)
+        for r in range(3):
+            for who, saver in ((("peer", peer), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("peer", peer))):
+                rates[who].append(concurrent_puts(saver, workers, puts, f"conc{r}"))
+    return statistics.median(rates["peer"]), statistics.median(rates["ours"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--turns", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=8)
+    parser.add_argument("--puts", type=int, default=150)
+    args = parser.parse_args()
+    lines: list[str] = []
+    with schemas() as (peer_schema, ours_schema):
+        with ConnectionPool(DSN, min_size=1, max_size=4, kwargs=peer_kwargs(peer_schema)) as ppool, \
+                PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema) as ours:
+            peer = PostgresSaver(ppool)  # type: ignore[arg-type]
+            peer.setup()
+            ours.setup()
+            base_peer, base_ours = schema_bytes(peer_schema), schema_bytes(ours_schema)
+            p, o = bench_invoke(peer, ours, args.turns)
+            lines.append(ratio_line(f"invoke, history to {args.turns} turns", p, o, "ms", "target <= 0.80"))
+            bp, bo = schema_bytes(peer_schema) - base_peer, schema_bytes(ours_schema) - base_ours
+            p, o = bench_list(peer, ours)
+            lines.append(ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50"))
+        p, o = asyncio.run(bench_ainvoke(peer_schema, ours_schema, args.turns))
+        lines.insert(1, ratio_line(f"ainvoke, history to {args.turns} turns", p, o, "ms", "target <= 0.80"))
+        p, o = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
+        lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
+        lines.append(ratio_line(f"bytes stored, {args.turns}-turn thread", bp / 1024, bo / 1024, "KiB",
+                                "target <= 0.20"))
+    print(f"pgagentstate PostgresCheckpointer vs PostgresSaver on {DSN.split('@')[-1]}")
+    for line in lines:
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
