@@ -74,7 +74,7 @@ class ConflictError(PgAgentStateError):
 class VersionConflict(ConflictError):
     """Optimistic concurrency check failed: the stored version is not the expected one."""
 
-    def __init__(self, expected: int | None, actual: int | None, *, what: str = "version") -> None:
+    def __init__(self, expected: int | str | None, actual: int | str | None, *, what: str = "version") -> None:
         self.expected = expected
         self.actual = actual
         self.what = what

@@ -17,7 +17,7 @@ import base64
 import hashlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from ..codec import check_id, check_text, decode_text, encode
 from ..errors import AlreadyExists, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
@@ -180,10 +180,9 @@ def put(
     except AlreadyExists:
         # snapshots_linear_child_idx: another writer continued this chain from the same parent first.
         head = yield from one("snapshot_head", conversation_id=conversation_id, namespace=namespace)
-        # Snapshot ids are strings; VersionConflict's fields are typed for integer versions.
         raise VersionConflict(
-            cast(Any, parent_id),
-            cast(Any, head[0] if head else None),
+            parent_id,
+            head[0] if head else None,
             what=f"snapshot chain of {conversation_id!r} (namespace {namespace!r}): parent",
         ) from None
     if not results[-1]:
