@@ -127,7 +127,10 @@ class AsyncStateStore:
     (then ``$PGAGENTSTATE_DSN``, ``$DATABASE_URL``, or an embedded Postgres). A DSN gets a pool owned by
     the store and closed by :meth:`close`. ``tenant`` scopes every read and write. ``tenant_isolation``
     sets ``pgagentstate.tenant`` in every transaction for row-level security (needed when the database
-    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements.
+    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements. ``replica``
+    (a DSN, connection or pool of a streaming replica) serves history reads: ``list_events``,
+    ``list_event_payloads``, ``state_history``, ``get_state_at``, ``list_conversations`` and
+    ``search_memory``; everything a turn must read fresh stays on the primary.
     """
 
     def __init__(
@@ -141,6 +144,7 @@ class AsyncStateStore:
         max_size: int = 10,
         pgbouncer: bool = False,
         tenant_isolation: bool = False,
+        replica: ConnectionLike = None,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
@@ -148,6 +152,13 @@ class AsyncStateStore:
         self._pgbouncer = pgbouncer
         self._isolation = tenant_isolation
         self._source = _AsyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+        # History reads that may lag (list_events, state_history, ...) go to the replica when there is one;
+        # a turn's load, every write and every version check stay on the primary.
+        self._replica = (
+            None
+            if replica is None
+            else _AsyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+        )
         self._ctx = Ctx(tenant=self._tenant, limits=self._limits)
 
     @classmethod
@@ -187,6 +198,8 @@ class AsyncStateStore:
     async def close(self) -> None:
         """Close the pool if the store created it (a pool or connection passed in stays open)."""
         await self._source.close()
+        if self._replica is not None:
+            await self._replica.close()
 
     async def __aenter__(self) -> AsyncStateStore:
         return self
@@ -223,7 +236,8 @@ class AsyncStateStore:
                                 done, held = held, None
                                 await done.aclose()  # commits
                         else:
-                            async with self._source.connection() as conn:
+                            source = self._replica if cmd.replica and self._replica is not None else self._source
+                            async with source.connection() as conn:
                                 result = await self._execute_tx(conn, cmd)
                     elif isinstance(cmd, Call):
                         result = cmd.fn(*cmd.args)

@@ -167,3 +167,24 @@ def test_server_restart_mid_run_loses_nothing_committed(tmp_path: Path) -> None:
             store.append_events("c1", [NewEvent("after restart")])
     finally:
         server.cleanup()
+
+
+def test_history_reads_go_to_the_replica_and_turns_stay_on_the_primary(dsn: str, schema: str) -> None:
+    with ConnectionPool(dsn, min_size=1, max_size=2, open=True) as replica:
+        with StateStore(dsn, schema=schema, replica=replica) as store:
+            store.create_conversation("c1")
+
+            def replica_requests() -> int:
+                return int(replica.get_stats().get("requests_num", 0))
+
+            before = replica_requests()
+            store.append_events("c1", [NewEvent(1)])
+            with store.turn("c1") as turn:  # a turn's load must be fresh: primary
+                turn.append(2)
+            store.load_conversation("c1")
+            assert replica_requests() == before
+            assert [e.payload for e in store.list_events("c1")] == [1, 2]
+            store.list_event_payloads("c1")
+            store.list_conversations()
+            assert replica_requests() == before + 3
+        assert not replica.closed  # a pool passed in stays open

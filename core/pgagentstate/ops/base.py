@@ -32,11 +32,13 @@ class Stmt:
 @dataclass(frozen=True, slots=True)
 class Tx:
     """Statements run in one transaction. ``hold`` keeps it open for the next ``Tx`` of the operation;
-    ``snapshot`` makes it a read-only REPEATABLE READ transaction, so every statement sees one snapshot."""
+    ``snapshot`` makes it a REPEATABLE READ transaction, so every statement sees one snapshot;
+    ``replica`` lets a store configured with a read replica run it there (history reads that may lag)."""
 
     stmts: tuple[Stmt, ...]
     hold: bool = False
     snapshot: bool = False
+    replica: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,9 +76,9 @@ def one(name: str, /, **params: Any) -> Op[Row | None]:
     return row  # type: ignore[no-any-return]
 
 
-def many(name: str, /, **params: Any) -> Op[list[Row]]:
-    """Run one statement in its own transaction; all its rows."""
-    (rows,) = yield Tx((Stmt(name, params, "all"),))
+def many(name: str, /, *, replica: bool = False, **params: Any) -> Op[list[Row]]:
+    """Run one statement in its own transaction; all its rows. ``replica``: may run on a read replica."""
+    (rows,) = yield Tx((Stmt(name, params, "all"),), replica=replica)
     return rows  # type: ignore[no-any-return]
 
 

@@ -91,6 +91,7 @@ def list_(
 ) -> Op[list[Conversation]]:
     rows = yield from many(
         "conversation_list",
+        replica=True,
         app=app,
         framework=framework,
         user_id=user_id,

@@ -145,7 +145,8 @@ def list_(
     decode: bool = True,
 ) -> Op[list[Event]]:
     check_id(conversation_id, "conversation_id", ctx.limits)
-    (rows,) = yield Tx((list_stmt(conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds),))
+    stmt = list_stmt(conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
+    (rows,) = yield Tx((stmt,), replica=True)
     return [event_from_row(r, decode) for r in rows]
 
 
@@ -183,7 +184,10 @@ def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[An
     if limit is not None and limit < 0:
         raise InvalidInput("limit must not be negative", path="limit")
     rows = yield from many(
-        "event_payloads", conversation_id=check_id(conversation_id, "conversation_id", ctx.limits), limit=limit
+        "event_payloads",
+        replica=True,
+        conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
+        limit=limit,
     )
     return [decode_text(r[0]) for r in rows]
 

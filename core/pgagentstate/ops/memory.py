@@ -141,6 +141,7 @@ def search(
         raise InvalidInput("limit and offset must not be negative", path="limit")
     rows = yield from many(
         "memory_search",
+        replica=not refresh_ttl,
         **pattern_params(labels, None),
         user_id=user_id,
         query=query.replace("\x00", " ") if query and query.strip() else None,

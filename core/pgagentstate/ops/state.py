@@ -117,5 +117,5 @@ def history(
     ctx: Ctx, ref: StateRef, *, limit: int | None, version: int | None = None, at: datetime | None = None
 ) -> Op[list[StateDoc]]:
     check_ref(ctx, ref)
-    rows = yield from many("state_history", **ref_params(ref), limit=limit, version=version, at=at)
+    rows = yield from many("state_history", replica=True, **ref_params(ref), limit=limit, version=version, at=at)
     return [doc_from_row(r) for r in rows]
