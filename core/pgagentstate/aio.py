@@ -22,6 +22,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .crypto import Cipher, Encryption
 from .errors import translate
 from .models import (
     Conversation,
@@ -39,6 +40,7 @@ from .ops import events as event_ops
 from .ops import ledger as ledger_ops
 from .ops import memory as memory_ops
 from .ops import migrations as migration_ops
+from .ops import rotation as rotation_ops
 from .ops import scratchpad as scratch_ops
 from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
@@ -130,7 +132,8 @@ class AsyncStateStore:
     role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements. ``replica``
     (a DSN, connection or pool of a streaming replica) serves history reads: ``list_events``,
     ``list_event_payloads``, ``state_history``, ``get_state_at``, ``list_conversations`` and
-    ``search_memory``; everything a turn must read fresh stays on the primary.
+    ``search_memory``; everything a turn must read fresh stays on the primary. ``encryption``
+    (:class:`~pgagentstate.crypto.Encryption`) encrypts user content at rest with AES-256-GCM.
     """
 
     def __init__(
@@ -145,6 +148,7 @@ class AsyncStateStore:
         pgbouncer: bool = False,
         tenant_isolation: bool = False,
         replica: ConnectionLike = None,
+        encryption: Encryption | None = None,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
@@ -159,7 +163,8 @@ class AsyncStateStore:
             if replica is None
             else _AsyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
         )
-        self._ctx = Ctx(tenant=self._tenant, limits=self._limits)
+        self._cipher = Cipher(encryption) if encryption is not None else None
+        self._ctx = Ctx(tenant=self._tenant, limits=self._limits, cipher=self._cipher)
 
     @classmethod
     @asynccontextmanager
@@ -192,7 +197,7 @@ class AsyncStateStore:
         """A store for another tenant that shares this store's connections."""
         clone = copy.copy(self)
         clone._tenant = check_id(tenant, "tenant", self._limits)
-        clone._ctx = Ctx(tenant=clone._tenant, limits=self._limits)
+        clone._ctx = Ctx(tenant=clone._tenant, limits=self._limits, cipher=self._cipher)
         return clone
 
     async def close(self) -> None:
@@ -746,6 +751,29 @@ class AsyncStateStore:
         return await self.run(
             memory_ops.namespaces(
                 self._ctx, prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
+            )
+        )
+
+    # --- encryption ----------------------------------------------------------------------------------
+
+    async def rotate_keys(
+        self,
+        *,
+        all_tenants: bool = False,
+        batch_size: int = 500,
+        include_plaintext: bool = False,
+        progress: Callable[[str, int, int], None] | None = None,
+    ) -> dict[str, int]:
+        """Re-encrypt every stored ciphertext (of this tenant, or all) with the active key, in batches.
+        ``include_plaintext`` also encrypts rows written before encryption was turned on. Safe to
+        interrupt and run again; safe while the application runs."""
+        return await self.run(
+            rotation_ops.rotate(
+                self._ctx,
+                all_tenants=all_tenants,
+                batch_size=batch_size,
+                include_plaintext=include_plaintext,
+                progress=progress,
             )
         )
 

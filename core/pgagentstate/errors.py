@@ -12,6 +12,8 @@
     │   └── IdempotencyConflict           same idempotency key, different request
     ├── IdempotencyInProgress             another worker holds the key's lease (wait timed out)
     ├── ValidationError                   a document does not fit its declared model
+    ├── IntegrityError                    a stored ciphertext failed authentication, or plaintext where
+    │                                     encryption is required
     ├── ConnectionLost                    the connection died mid-operation; retryable
     ├── SchemaError                       schema missing or newer than this library
     └── DatabaseError                     any other server error (the driver error is ``__cause__``)
@@ -108,6 +110,11 @@ class IdempotencyInProgress(PgAgentStateError):
 
 class ValidationError(PgAgentStateError, ValueError):
     """A document does not fit the model declared for it."""
+
+
+class IntegrityError(PgAgentStateError):
+    """A stored value cannot be trusted: its ciphertext does not authenticate for the place it was read
+    from (moved, tampered, wrong key), or it is plaintext although encryption is required."""
 
 
 class ConnectionLost(PgAgentStateError):

@@ -8,6 +8,7 @@ from datetime import datetime
 from typing import Any, Literal, TypeVar
 
 from ..codec import Limits
+from ..crypto import Cipher
 
 T = TypeVar("T")
 
@@ -64,6 +65,7 @@ class Ctx:
 
     tenant: str
     limits: Limits
+    cipher: Cipher | None = None
 
 
 def tx(*stmts: Stmt, hold: bool = False) -> Tx:

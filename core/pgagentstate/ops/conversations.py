@@ -6,13 +6,14 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode
+from ..codec import check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import CONVERSATION_STATUSES, Conversation
+from ..sealing import ad, seal_doc, unseal_doc
 from .base import Ctx, Op, Row, many, one
 
 
-def conversation_from_row(row: Row) -> Conversation:
+def conversation_from_row(ctx: Ctx, row: Row) -> Conversation:
     return Conversation(
         tenant_id=row[0],
         id=row[1],
@@ -21,7 +22,7 @@ def conversation_from_row(row: Row) -> Conversation:
         user_id=row[4],
         channel=row[5],
         status=row[6],
-        metadata=decode_text(row[7]),
+        metadata=unseal_doc(ctx.cipher, row[7], ad(ctx.tenant, "metadata", row[1])),
         version=row[8],
         last_seq=row[9],
         created_at=row[10],
@@ -54,7 +55,9 @@ def create_params(
         "user_id": check_text(user_id, "user_id", lim),
         "channel": check_text(channel, "channel", lim),
         "status": check_status(status),
-        "metadata": encode(dict(metadata or {}), lim, path="metadata"),
+        "metadata": seal_doc(
+            ctx.cipher, metadata or {}, lim, ad(ctx.tenant, "metadata", conversation_id), path="metadata"
+        ),
     }
 
 
@@ -63,19 +66,19 @@ def create(ctx: Ctx, conversation_id: str, *, ensure: bool, **fields: Any) -> Op
     for _ in range(3):
         row = yield from one("conversation_create", **params)
         if row:
-            return conversation_from_row(row)
+            return conversation_from_row(ctx, row)
         if not ensure:
             raise AlreadyExists(f"conversation {conversation_id!r} already exists")
         row = yield from one("conversation_get", id=conversation_id)
         if row:
-            return conversation_from_row(row)
+            return conversation_from_row(ctx, row)
         # Deleted between the two statements: try the insert again.
     raise NotFound(f"conversation {conversation_id!r} could not be created or read")
 
 
 def get(ctx: Ctx, conversation_id: str) -> Op[Conversation | None]:
     row = yield from one("conversation_get", id=check_id(conversation_id, "conversation_id", ctx.limits))
-    return conversation_from_row(row) if row else None
+    return conversation_from_row(ctx, row) if row else None
 
 
 def list_(
@@ -100,7 +103,7 @@ def list_(
         limit=limit,
         offset=offset,
     )
-    return [conversation_from_row(r) for r in rows]
+    return [conversation_from_row(ctx, r) for r in rows]
 
 
 def update(
@@ -116,11 +119,13 @@ def update(
         "conversation_update",
         id=conversation_id,
         status=check_status(status),
-        metadata=None if metadata is None else encode(dict(metadata), ctx.limits, path="metadata"),
+        metadata=None
+        if metadata is None
+        else seal_doc(ctx.cipher, metadata, ctx.limits, ad(ctx.tenant, "metadata", conversation_id), path="metadata"),
         expected_version=expected_version,
     )
     if row:
-        return conversation_from_row(row)
+        return conversation_from_row(ctx, row)
     yield from raise_missing_or_conflict(conversation_id, expected_version)
     raise AssertionError("unreachable")
 

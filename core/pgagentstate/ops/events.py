@@ -8,16 +8,17 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode, storage_text_to_json
+from ..codec import check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
+from ..sealing import ad, seal, seal_doc, unseal
 from .base import Ctx, Op, Row, Stmt, Tx, iso, many, one
-from .state import check_ref
+from .state import check_ref, doc_ad
 
 
-def event_from_row(row: Row, decode: bool = True) -> Event:
+def event_from_row(ctx: Ctx, row: Row, decode: bool = True) -> Event:
     """``decode=False`` leaves the payload as JSON text, for callers that parse it themselves."""
-    payload = decode_text(row[5]) if decode else storage_text_to_json(row[5])
+    payload = unseal(ctx.cipher, row[5], ad(ctx.tenant, "event", row[0], row[2]), raw=not decode)
     return Event(row[0], row[1], row[2], row[3], row[4], payload, row[6])
 
 
@@ -48,7 +49,8 @@ def prepare_append(
         ids.append(check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex)
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
-        payloads.append(encode(ev.payload, lim, path=f"events[{i}].payload"))
+        where = ad(ctx.tenant, "event", conversation_id, ids[-1])
+        payloads.append(seal(ctx.cipher, ev.payload, lim, where, path=f"events[{i}].payload"))
     if len(set(ids)) != len(ids):
         raise InvalidInput("the same event_id appears twice in one batch", path="events")
     refs: list[StateRef] = []
@@ -62,7 +64,7 @@ def prepare_append(
         if not isinstance(data, Mapping):
             raise InvalidInput("a state patch must be a mapping", path=f"state_patches[{i}]")
         refs.append(ref)
-        datas.append(encode(dict(data), lim, path=f"state_patches[{i}]"))
+        datas.append(seal_doc(ctx.cipher, data, lim, doc_ad(ctx, ref), path=f"state_patches[{i}]"))
     if len(set(refs)) != len(refs):
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
     stmt = Stmt(
@@ -102,7 +104,7 @@ def append(
             # A concurrent append of the same event id committed after this statement's snapshot was
             # taken; the next attempt sees it and skips it.
             continue
-        done = yield from complete_append(conversation_id, prepared, rows, expected_seq)
+        done = yield from complete_append(ctx, conversation_id, prepared, rows, expected_seq)
         if done is not None:
             return done
         # The statement's snapshot predates a concurrent change (e.g. the conversation was created by a
@@ -111,7 +113,7 @@ def append(
 
 
 def complete_append(
-    conversation_id: str, prepared: PreparedAppend, rows: list[Row], expected_seq: int | None
+    ctx: Ctx, conversation_id: str, prepared: PreparedAppend, rows: list[Row], expected_seq: int | None
 ) -> Op[list[Event] | None]:
     """Build the events an append returns; if ids were stored already, include those (or explain why
     nothing was appended). None means "try again": nothing was appended, and nothing says why."""
@@ -123,7 +125,7 @@ def complete_append(
     if len(by_id) == len(prepared.ids):
         return [by_id[i] for i in prepared.ids]
     existing = yield from many("events_by_id", conversation_id=conversation_id, event_ids=prepared.ids)
-    by_id.update((e.event_id, e) for e in map(event_from_row, existing))
+    by_id.update((e.event_id, e) for e in (event_from_row(ctx, r) for r in existing))
     if len(by_id) == len(prepared.ids):
         return [by_id[i] for i in prepared.ids]
     head = yield from one("conversation_version", id=conversation_id)
@@ -147,7 +149,7 @@ def list_(
     check_id(conversation_id, "conversation_id", ctx.limits)
     stmt = list_stmt(conversation_id, limit=limit, after_seq=after_seq, since=since, kinds=kinds)
     (rows,) = yield Tx((stmt,), replica=True)
-    return [event_from_row(r, decode) for r in rows]
+    return [event_from_row(ctx, r, decode) for r in rows]
 
 
 def pop(ctx: Ctx, conversation_id: str) -> Op[Event | None]:
@@ -155,7 +157,7 @@ def pop(ctx: Ctx, conversation_id: str) -> Op[Event | None]:
     snapshot sees every concurrent append or pop that committed before (one round trip, pipelined)."""
     params = {"conversation_id": check_id(conversation_id, "conversation_id", ctx.limits)}
     _, row = yield Tx((Stmt("conversation_lock_row", params, "none"), Stmt("events_pop", params, "one")))
-    return event_from_row(row) if row else None
+    return event_from_row(ctx, row) if row else None
 
 
 def list_stmt(
@@ -189,7 +191,7 @@ def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[An
         conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
         limit=limit,
     )
-    return [decode_text(r[0]) for r in rows]
+    return [unseal(ctx.cipher, r[1], ad(ctx.tenant, "event", conversation_id, r[0])) for r in rows]
 
 
 def clear(ctx: Ctx, conversation_id: str) -> Op[int]:

@@ -16,22 +16,23 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode
+from ..codec import check_id, check_text
 from ..errors import IdempotencyConflict, IdempotencyInProgress, InvalidInput
 from ..models import LedgerEntry
+from ..sealing import ad, seal, unseal
 from .base import Call, Ctx, Op, Row, Sleep, count, many, one
 
 _OWNER_PREFIX = f"{socket.gethostname()}:{os.getpid()}"
 
 
-def entry_from_row(row: Row) -> LedgerEntry:
+def entry_from_row(ctx: Ctx, row: Row) -> LedgerEntry:
     return LedgerEntry(
         key=row[0],
         conversation_id=row[1],
         api=row[2],
         request_hash=row[3],
         status=row[4],
-        result=None if row[5] is None else decode_text(row[5]),
+        result=None if row[5] is None else unseal(ctx.cipher, row[5], ad(ctx.tenant, "ledger", row[0], "result")),
         error=row[6],
         owner=row[7],
         attempts=row[8],
@@ -66,7 +67,7 @@ def run_once(
         check_id(conversation_id, "conversation_id", lim)
     if lease <= 0:
         raise InvalidInput("lease must be positive", path="lease")
-    request_json = encode(request, lim, path="request")
+    request_json = seal(ctx.cipher, request, lim, ad(ctx.tenant, "ledger", key, "request"), path="request")
     digest = request_hash(api, request)
     owner = f"{_OWNER_PREFIX}:{uuid.uuid4().hex[:8]}"
     deadline = time.monotonic() + (lease * 2 + 5 if wait is None else wait)
@@ -87,7 +88,7 @@ def run_once(
         row = yield from one("ledger_peek", key=key, request_hash=digest)
         if row is None:  # deleted between the two statements
             continue
-        entry = entry_from_row(row)
+        entry = entry_from_row(ctx, row)
         if entry.request_hash != digest:
             raise IdempotencyConflict(key, stored_hash=entry.request_hash, request_hash=digest)
         if entry.status == "succeeded":
@@ -104,7 +105,7 @@ def run_once(
         yield from count("ledger_fail", key=key, owner=owner, error=f"{type(exc).__name__}: {exc}"[:2000])
         raise
     try:
-        result_json = encode(result, lim, path="result")
+        result_json = seal(ctx.cipher, result, lim, ad(ctx.tenant, "ledger", key, "result"), path="result")
     except InvalidInput as exc:
         # The side effect happened but its result cannot be recorded: mark the attempt failed so the
         # next one re-sends with the same key (the API deduplicates) rather than waiting for a lease.
@@ -116,14 +117,14 @@ def run_once(
         row = yield from one("ledger_get", key=key)
         if row is None:
             return result
-    return entry_from_row(row).result
+    return entry_from_row(ctx, row).result
 
 
 def get(ctx: Ctx, key: str) -> Op[LedgerEntry | None]:
     row = yield from one("ledger_get", key=check_id(key, "key", ctx.limits))
-    return entry_from_row(row) if row else None
+    return entry_from_row(ctx, row) if row else None
 
 
 def list_(ctx: Ctx, conversation_id: str | None) -> Op[list[LedgerEntry]]:
     rows = yield from many("ledger_list", conversation_id=conversation_id)
-    return [entry_from_row(r) for r in rows]
+    return [entry_from_row(ctx, r) for r in rows]

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode
+from ..codec import check_id, check_text, encode
 from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
+from ..sealing import ad, seal, unseal
 from .base import Ctx, Op, Row, count, many, one
 
 SEP = "\x1f"
@@ -16,11 +18,15 @@ SEP = "\x1f"
 _TOP = "\U0010ffff"
 
 
-def memory_from_row(row: Row) -> Memory:
+def memory_ad(ctx: Ctx, labels: Sequence[str], key: str) -> str:
+    return ad(ctx.tenant, "memory", ns_path(labels), key)
+
+
+def memory_from_row(ctx: Ctx, row: Row) -> Memory:
     return Memory(
         namespace=tuple(row[0]),
         key=row[1],
-        value=decode_text(row[2]),
+        value=unseal(ctx.cipher, row[2], memory_ad(ctx, row[0], row[1])),
         user_id=row[3],
         version=row[4],
         created_at=row[5],
@@ -98,13 +104,13 @@ def put(
         "namespace": list(labels),
         "key": key,
         "user_id": user_id,
-        "value": encode(dict(value), ctx.limits, path="value"),
+        "value": seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path="value"),
         "ttl": None if ttl is None else float(ttl),
         "expected_version": expected_version,
     }
     row = yield from one("memory_cas" if expected_version else "memory_put", **params)
     if row:
-        return memory_from_row(row)
+        return memory_from_row(ctx, row)
     current = yield from one("memory_version", ns_path=params["ns_path"], key=key)
     raise VersionConflict(expected_version, current[0] if current else 0, what=f"memory {key!r} version")
 
@@ -114,7 +120,7 @@ def get(ctx: Ctx, namespace: Sequence[str], key: str, *, refresh_ttl: bool) -> O
     row = yield from one(
         "memory_get", ns_path=ns_path(labels), key=check_id(key, "key", ctx.limits), refresh=refresh_ttl
     )
-    return memory_from_row(row) if row else None
+    return memory_from_row(ctx, row) if row else None
 
 
 def delete(ctx: Ctx, namespace: Sequence[str], key: str) -> Op[bool]:
@@ -139,18 +145,72 @@ def search(
         raise InvalidInput("query must be a string", path="query")
     if limit < 0 or offset < 0:
         raise InvalidInput("limit and offset must not be negative", path="limit")
+    query = query.replace("\x00", " ") if query and query.strip() else None
+    filter_json = None if filter is None else encode(dict(filter), ctx.limits, path="filter")
+    if ctx.cipher is not None and (query is not None or filter is not None):
+        # The server cannot search or compare ciphertexts: filter and rank the decrypted items here.
+        rows = yield from many(
+            "memory_search",
+            replica=not refresh_ttl,
+            **pattern_params(labels, None),
+            user_id=user_id,
+            query=None,
+            filter=None,
+            limit=None,
+            offset=0,
+            refresh=refresh_ttl,
+        )
+        found = [memory_from_row(ctx, r) for r in rows]
+        return local_search(found, query, filter)[offset : offset + limit]
     rows = yield from many(
         "memory_search",
         replica=not refresh_ttl,
         **pattern_params(labels, None),
         user_id=user_id,
-        query=query.replace("\x00", " ") if query and query.strip() else None,
-        filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
+        query=query,
+        filter=filter_json,
         limit=limit,
         offset=offset,
         refresh=refresh_ttl,
     )
-    return [memory_from_row(r) for r in rows]
+    return [memory_from_row(ctx, r) for r in rows]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+
+
+def _contains(value: Any, pattern: Any) -> bool:
+    """jsonb ``@>`` for decrypted values."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(k in value and _contains(value[k], v) for k, v in pattern.items())
+    if isinstance(pattern, list):
+        return isinstance(value, list) and all(any(_contains(v, p) for v in value) for p in pattern)
+    return bool(value == pattern)
+
+
+def local_search(items: list[Memory], query: str | None, filter: Mapping[str, Any] | None) -> list[Memory]:
+    """What memory_search does in SQL, for encrypted values: containment filter, OR-ed words ranked by
+    how many of them an item contains."""
+    if filter is not None:
+        items = [m for m in items if _contains(m.value, dict(filter))]
+    if query is None:
+        return items
+    words = set(re.findall(r"\w+", query.lower()))
+    scored = []
+    for m in items:
+        tokens = set(re.findall(r"\w+", " ".join(_strings(m.value)).lower()))
+        hits = len(words & tokens)
+        if hits:
+            scored.append(replace(m, score=hits / max(len(words), 1)))
+    return sorted(scored, key=lambda m: (-(m.score or 0), -m.updated_at.timestamp()))
 
 
 def namespaces(

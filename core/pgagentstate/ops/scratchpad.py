@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..codec import check_id, decode_text, encode
+from ..codec import check_id
 from ..errors import InvalidInput
+from ..sealing import ad, seal, unseal
 from .base import Ctx, Op, count, many
 
 
@@ -16,7 +17,7 @@ def put(ctx: Ctx, conversation_id: str, key: str, value: Any, *, ttl: float | No
         "scratch_put",
         conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
         key=check_id(key, "key", ctx.limits),
-        value=encode(value, ctx.limits, path="value"),
+        value=seal(ctx.cipher, value, ctx.limits, ad(ctx.tenant, "scratch", conversation_id, key), path="value"),
         ttl=None if ttl is None else float(ttl),
     )
 
@@ -25,7 +26,7 @@ def list_(ctx: Ctx, conversation_id: str, key: str | None = None) -> Op[dict[str
     rows = yield from many(
         "scratch_list", conversation_id=check_id(conversation_id, "conversation_id", ctx.limits), key=key
     )
-    return {r[0]: decode_text(r[1]) for r in rows}
+    return {r[0]: unseal(ctx.cipher, r[1], ad(ctx.tenant, "scratch", conversation_id, r[0])) for r in rows}
 
 
 def delete(ctx: Ctx, conversation_id: str, key: str) -> Op[bool]:

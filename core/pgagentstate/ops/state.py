@@ -6,9 +6,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from ..codec import check_id, check_text, decode_text, encode
+from ..codec import check_id, check_text
 from ..errors import InvalidInput, NotFound, VersionConflict
 from ..models import StateDoc, StateRef
+from ..sealing import ad, seal_doc, unseal_doc
 from .base import Ctx, Op, Row, Stmt, many, one, tx
 
 _SCOPES = ("conversation", "user", "app")
@@ -35,9 +36,17 @@ def ref_params(ref: StateRef) -> dict[str, Any]:
     return {"scope": ref.scope, "app": ref.app_name, "subject": ref.subject, "name": ref.name}
 
 
-def doc_from_row(row: Row) -> StateDoc:
+def doc_ad(ctx: Ctx, ref: StateRef) -> str:
+    """Where a state document's values belong (associated data of their ciphertexts)."""
+    return ad(ctx.tenant, "state", ref.scope, ref.app_name, ref.subject, ref.name)
+
+
+def doc_from_row(ctx: Ctx, row: Row) -> StateDoc:
     return StateDoc(
-        ref=StateRef(row[0], row[1], row[2], row[3]), version=row[4], data=decode_text(row[5]), updated_at=row[6]
+        ref=(ref := StateRef(row[0], row[1], row[2], row[3])),
+        version=row[4],
+        data=unseal_doc(ctx.cipher, row[5], doc_ad(ctx, ref)),
+        updated_at=row[6],
     )
 
 
@@ -55,7 +64,7 @@ def get_many(ctx: Ctx, refs: Sequence[StateRef]) -> Op[list[StateDoc | None]]:
     )
     out: list[StateDoc | None] = [None] * len(refs)
     for row in rows:
-        out[row[0] - 1] = doc_from_row(row[1:])
+        out[row[0] - 1] = doc_from_row(ctx, row[1:])
     return out
 
 
@@ -79,7 +88,7 @@ def write_stmt(
         raise InvalidInput("expected_version must be >= 0", path="expected_version")
     params = {
         **ref_params(ref),
-        "data": encode(dict(data or {}), ctx.limits, path="data"),
+        "data": seal_doc(ctx.cipher, data or {}, ctx.limits, doc_ad(ctx, ref), path="data"),
         "delete": removed,
         "replace": replace,
         "expected_version": expected_version,
@@ -99,7 +108,7 @@ def write(
     stmt = write_stmt(ctx, ref, data, delete, replace=replace, expected_version=expected_version)
     (row,) = yield tx(stmt)
     if row:
-        return doc_from_row(row)
+        return doc_from_row(ctx, row)
     yield from explain_failed_write(ref, expected_version)
     raise AssertionError("unreachable")
 
@@ -118,4 +127,4 @@ def history(
 ) -> Op[list[StateDoc]]:
     check_ref(ctx, ref)
     rows = yield from many("state_history", replica=True, **ref_params(ref), limit=limit, version=version, at=at)
-    return [doc_from_row(r) for r in rows]
+    return [doc_from_row(ctx, r) for r in rows]

@@ -64,10 +64,10 @@ def load_conversation(
     event_rows = results[1] if limit != 0 else []
     docs: list[StateDoc | None] = [None] * len(states)
     for row in results[-1] if states else []:
-        docs[row[0] - 1] = state.doc_from_row(row[1:])
+        docs[row[0] - 1] = state.doc_from_row(ctx, row[1:])
     return LoadedConversation(
-        conversation=None if conv_row is None else conversations.conversation_from_row(conv_row),
-        events=[events.event_from_row(r, decode) for r in event_rows],
+        conversation=None if conv_row is None else conversations.conversation_from_row(ctx, conv_row),
+        events=[events.event_from_row(ctx, r, decode) for r in event_rows],
         states=docs,
     )
 
@@ -125,7 +125,7 @@ def commit(
     results = yield Tx(tuple(stmts))
     if prepared is None:
         return []
-    appended = yield from events.complete_append(conv.id, prepared, results[1], None)
+    appended = yield from events.complete_append(ctx, conv.id, prepared, results[1], None)
     if appended is None:  # pragma: no cover - the version check above holds the conversation's lock
         raise VersionConflict(conv.version, None, what=f"conversation {conv.id!r} version")
     return appended

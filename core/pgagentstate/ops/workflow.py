@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..codec import check_id, decode_text, encode
+from ..codec import check_id
 from ..errors import InvalidInput, NotFound
 from ..models import STEP_STATUSES, Step
+from ..sealing import ad, seal, unseal
 from .base import Call, Ctx, Op, Row, many, one
 
 
-def step_from_row(row: Row) -> Step:
+def step_from_row(ctx: Ctx, row: Row) -> Step:
     return Step(
         conversation_id=row[0],
         workflow=row[1],
@@ -20,7 +21,7 @@ def step_from_row(row: Row) -> Step:
         status=row[4],
         attempts=row[5],
         last_error=row[6],
-        result=None if row[7] is None else decode_text(row[7]),
+        result=None if row[7] is None else unseal(ctx.cipher, row[7], ad(ctx.tenant, "step", row[0], row[1], row[2])),
         started_at=row[8],
         completed_at=row[9],
         updated_at=row[10],
@@ -41,11 +42,11 @@ def start(ctx: Ctx, conversation_id: str, workflow: str, step: str, *, position:
     key = _key(ctx, conversation_id, workflow, step)
     row = yield from one("step_start", **key, position=position, lease=float(lease))
     if row:
-        return step_from_row(row)
+        return step_from_row(ctx, row)
     rows = yield from many("step_list", **key)
     if not rows:  # pragma: no cover - the insert above either returns or finds the completed row
         raise NotFound(f"step {step!r} of {workflow!r} vanished")
-    return step_from_row(rows[0])
+    return step_from_row(ctx, rows[0])
 
 
 def set_status(
@@ -68,11 +69,15 @@ def set_status(
         **_key(ctx, conversation_id, workflow, step),
         status=status,
         position=position,
-        result=None if result is None else encode(result, ctx.limits, path="result"),
+        result=None
+        if result is None
+        else seal(
+            ctx.cipher, result, ctx.limits, ad(ctx.tenant, "step", conversation_id, workflow, step), path="result"
+        ),
         error=None if error is None else error.replace("\x00", "\\0"),
     )
     assert row is not None  # an upsert always returns its row
-    return step_from_row(row)
+    return step_from_row(ctx, row)
 
 
 def list_(ctx: Ctx, conversation_id: str, workflow: str | None) -> Op[list[Step]]:
@@ -82,7 +87,7 @@ def list_(ctx: Ctx, conversation_id: str, workflow: str | None) -> Op[list[Step]
         workflow=workflow,
         step=None,
     )
-    return [step_from_row(r) for r in rows]
+    return [step_from_row(ctx, r) for r in rows]
 
 
 def run(

@@ -1,0 +1,87 @@
+"""Values on their way to and from storage: validated JSON, encrypted when the store has a cipher.
+
+Whole values (an event's payload, a memory, a scratchpad entry, a step's result) are sealed as one
+ciphertext. Documents that the server merges key by key (state documents, conversation metadata) are
+sealed key by key, so ``data || patch`` keeps working on ciphertexts; their key names stay readable.
+The associated data built here names where a value belongs; see :mod:`pgagentstate.crypto`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from .codec import Limits, decode_text, encode, escape_text, storage_text_to_json, unescape, unescape_text
+from .crypto import MARKER, Cipher, is_envelope
+from .errors import IntegrityError
+
+SEP = "\x1f"
+
+
+def ad(tenant: str, kind: str, *parts: str) -> str:
+    """Associated data: tenant, kind of record and its address, joined by U+001F (never in an id)."""
+    return SEP.join((tenant, kind, *parts))
+
+
+def _plaintext_rejected() -> IntegrityError:
+    return IntegrityError("a stored value is not encrypted although this store requires encryption")
+
+
+def _no_keys() -> IntegrityError:
+    return IntegrityError("a stored value is encrypted; configure the store's encryption keys to read it")
+
+
+def seal(cipher: Cipher | None, value: Any, limits: Limits, where: str, *, path: str) -> str:
+    """JSON text for a jsonb parameter: the value, or its ciphertext."""
+    text = encode(value, limits, path=path)
+    if cipher is None:
+        return text
+    return json.dumps(cipher.seal(text, where))
+
+
+def unseal(cipher: Cipher | None, text: str, where: str, *, raw: bool = False) -> Any:
+    """The value stored as ``text``; ``raw`` returns its JSON text instead of parsing it."""
+    if cipher is None:
+        if text.startswith('"' + MARKER):
+            raise _no_keys()
+        return storage_text_to_json(text) if raw else decode_text(text)
+    stored = json.loads(text)
+    if is_envelope(stored):
+        plain = cipher.open(stored, where)
+        return storage_text_to_json(plain) if raw else decode_text(plain)
+    if cipher.required:
+        raise _plaintext_rejected()
+    return storage_text_to_json(text) if raw else unescape(stored)
+
+
+def seal_doc(cipher: Cipher | None, data: Mapping[str, Any], limits: Limits, where: str, *, path: str) -> str:
+    """JSON text of a document, sealed key by key when there is a cipher."""
+    text = encode(dict(data), limits, path=path)  # validates the whole document and its size
+    if cipher is None:
+        return text
+    sealed = {
+        escape_text(key): cipher.seal(encode(value, limits, path=f"{path}.{key}"), where + SEP + key)
+        for key, value in data.items()
+    }
+    return json.dumps(sealed, ensure_ascii=False)
+
+
+def unseal_doc(cipher: Cipher | None, text: str, where: str) -> dict[str, Any]:
+    if cipher is None:
+        if MARKER in text:
+            stored = json.loads(text)
+            if any(is_envelope(v) for v in stored.values()):
+                raise _no_keys()
+        value: dict[str, Any] = decode_text(text)
+        return value
+    out: dict[str, Any] = {}
+    for raw_key, stored in json.loads(text).items():
+        key = unescape_text(raw_key)
+        if is_envelope(stored):
+            out[key] = decode_text(cipher.open(stored, where + SEP + key))
+        elif cipher.required:
+            raise _plaintext_rejected()
+        else:
+            out[key] = unescape(stored)
+    return out
