@@ -6,6 +6,7 @@ GENERATED from aio.py by tools/gen_sync.py — do not edit; change aio.py and ru
 from __future__ import annotations
 
 import copy
+import dataclasses
 import inspect
 import threading
 import time
@@ -47,6 +48,8 @@ from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
 from .ops.base import Call, Ctx, Op, Sleep, Stmt, Tx
 from .queries import query, with_schema
+from .sanitize import Sanitizer
+from .validation import StateSchema
 
 T = TypeVar("T")
 
@@ -133,6 +136,8 @@ class StateStore:
     ``list_event_payloads``, ``state_history``, ``get_state_at``, ``list_conversations`` and
     ``search_memory``; everything a turn must read fresh stays on the primary. ``encryption``
     (:class:`~pgagentstate.crypto.Encryption`) encrypts user content at rest with AES-256-GCM.
+    ``state_schemas`` maps state document names to schemas (:mod:`pgagentstate.validation`) that every
+    write and read of those documents must fit; ``sanitizer`` cleans the text of appended events.
     """
 
     def __init__(
@@ -148,6 +153,8 @@ class StateStore:
         tenant_isolation: bool = False,
         replica: ConnectionLike = None,
         encryption: Encryption | None = None,
+        state_schemas: Mapping[str, StateSchema] | None = None,
+        sanitizer: Sanitizer | None = None,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
@@ -161,7 +168,13 @@ class StateStore:
             None if replica is None else _SyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
         )
         self._cipher = Cipher(encryption) if encryption is not None else None
-        self._ctx = Ctx(tenant=self._tenant, limits=self._limits, cipher=self._cipher)
+        self._ctx = Ctx(
+            tenant=self._tenant,
+            limits=self._limits,
+            cipher=self._cipher,
+            schemas=dict(state_schemas or {}),
+            sanitizer=sanitizer,
+        )
 
     @classmethod
     @contextmanager
@@ -194,7 +207,7 @@ class StateStore:
         """A store for another tenant that shares this store's connections."""
         clone = copy.copy(self)
         clone._tenant = check_id(tenant, "tenant", self._limits)
-        clone._ctx = Ctx(tenant=clone._tenant, limits=self._limits, cipher=self._cipher)
+        clone._ctx = dataclasses.replace(self._ctx, tenant=clone._tenant)
         return clone
 
     def close(self) -> None:

@@ -9,6 +9,8 @@ from typing import Any, Literal, TypeVar
 
 from ..codec import Limits
 from ..crypto import Cipher
+from ..sanitize import Sanitizer
+from ..validation import StateSchema
 
 T = TypeVar("T")
 
@@ -66,6 +68,8 @@ class Ctx:
     tenant: str
     limits: Limits
     cipher: Cipher | None = None
+    schemas: Mapping[str, StateSchema] = field(default_factory=dict)
+    sanitizer: Sanitizer | None = None
 
 
 def tx(*stmts: Stmt, hold: bool = False) -> Tx:

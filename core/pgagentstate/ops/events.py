@@ -12,6 +12,7 @@ from ..codec import check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
 from ..sealing import ad, seal, seal_doc, unseal
+from ..validation import check_patch
 from .base import Ctx, Op, Row, Stmt, Tx, iso, many, one
 from .state import check_ref, doc_ad
 
@@ -29,6 +30,7 @@ class PreparedAppend:
     stmt: Stmt
     ids: list[str]
     events: Sequence[NewEvent]
+    payloads: list[Any]  # as stored (after the store's sanitiser, if any)
 
 
 def prepare_append(
@@ -42,6 +44,7 @@ def prepare_append(
     lim = ctx.limits
     check_id(conversation_id, "conversation_id", lim)
     ids: list[str] = []
+    values: list[Any] = []
     payloads: list[str] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, NewEvent):
@@ -50,7 +53,9 @@ def prepare_append(
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
         where = ad(ctx.tenant, "event", conversation_id, ids[-1])
-        payloads.append(seal(ctx.cipher, ev.payload, lim, where, path=f"events[{i}].payload"))
+        payload = ev.payload if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
+        values.append(payload)
+        payloads.append(seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload"))
     if len(set(ids)) != len(ids):
         raise InvalidInput("the same event_id appears twice in one batch", path="events")
     refs: list[StateRef] = []
@@ -64,6 +69,7 @@ def prepare_append(
         if not isinstance(data, Mapping):
             raise InvalidInput("a state patch must be a mapping", path=f"state_patches[{i}]")
         refs.append(ref)
+        data = check_patch(ctx.schemas, ref.name, data)
         datas.append(seal_doc(ctx.cipher, data, lim, doc_ad(ctx, ref), path=f"state_patches[{i}]"))
     if len(set(refs)) != len(refs):
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
@@ -84,7 +90,7 @@ def prepare_append(
             "p_data": datas,
         },
     )
-    return PreparedAppend(stmt, ids, events)
+    return PreparedAppend(stmt, ids, events, values)
 
 
 def append(
@@ -120,8 +126,9 @@ def complete_append(
     position = {event_id: i for i, event_id in enumerate(prepared.ids)}
     by_id: dict[str, Event] = {}
     for seq, event_id, created_at in rows:
-        ev = prepared.events[position[event_id]]
-        by_id[event_id] = Event(conversation_id, seq, event_id, ev.kind, ev.author, ev.payload, created_at)
+        i = position[event_id]
+        ev = prepared.events[i]
+        by_id[event_id] = Event(conversation_id, seq, event_id, ev.kind, ev.author, prepared.payloads[i], created_at)
     if len(by_id) == len(prepared.ids):
         return [by_id[i] for i in prepared.ids]
     existing = yield from many("events_by_id", conversation_id=conversation_id, event_ids=prepared.ids)

@@ -10,6 +10,7 @@ from ..codec import check_id, check_text
 from ..errors import InvalidInput, NotFound, VersionConflict
 from ..models import StateDoc, StateRef
 from ..sealing import ad, seal_doc, unseal_doc
+from ..validation import check_document, check_patch
 from .base import Ctx, Op, Row, Stmt, many, one, tx
 
 _SCOPES = ("conversation", "user", "app")
@@ -41,11 +42,15 @@ def doc_ad(ctx: Ctx, ref: StateRef) -> str:
     return ad(ctx.tenant, "state", ref.scope, ref.app_name, ref.subject, ref.name)
 
 
+def _checked(ctx: Ctx, ref: StateRef, data: dict[str, Any]) -> dict[str, Any]:
+    return check_document(ctx.schemas, ref.name, data, stored=True) if ref.name in ctx.schemas else data
+
+
 def doc_from_row(ctx: Ctx, row: Row) -> StateDoc:
     return StateDoc(
         ref=(ref := StateRef(row[0], row[1], row[2], row[3])),
         version=row[4],
-        data=unseal_doc(ctx.cipher, row[5], doc_ad(ctx, ref)),
+        data=_checked(ctx, ref, unseal_doc(ctx.cipher, row[5], doc_ad(ctx, ref))),
         updated_at=row[6],
     )
 
@@ -86,6 +91,13 @@ def write_stmt(
         check_id(key, "delete", ctx.limits)
     if expected_version is not None and expected_version < 0:
         raise InvalidInput("expected_version must be >= 0", path="expected_version")
+    if ref.name in ctx.schemas:
+        if replace:
+            data = check_document(ctx.schemas, ref.name, data or {}, stored=False)
+        else:
+            data = check_patch(ctx.schemas, ref.name, data or {})
+            if any(key in data for key in removed):  # a removed key must still leave a valid document
+                raise InvalidInput("a key cannot be set and deleted in one patch", path="delete")
     params = {
         **ref_params(ref),
         "data": seal_doc(ctx.cipher, data or {}, ctx.limits, doc_ad(ctx, ref), path="data"),
