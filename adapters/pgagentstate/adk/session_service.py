@@ -23,6 +23,7 @@ from google.adk.sessions.base_session_service import GetSessionConfig, ListSessi
 from typing_extensions import override
 
 from pgagentstate import AsyncStateStore, NewEvent, StateRef
+from pgagentstate.codec import check_id, encode
 from pgagentstate.errors import AlreadyExists, NotFound, VersionConflict
 from pgagentstate.models import Conversation, StateDoc
 
@@ -107,6 +108,11 @@ class PostgresSessionService(BaseSessionService):
         sid = (session_id.strip() if session_id else "") or str(uuid.uuid4())
         cid = conversation_id_for(app_name, user_id, sid)
         delta = split_delta(state)
+        # Everything is validated before the session exists: a state that cannot be stored must not
+        # leave a session behind without it.
+        check_id(user_id, "user_id", store.limits)
+        for part, data in (("state", delta.session), ("app:", delta.app), ("user:", delta.user)):
+            encode(data, store.limits, path=part)
         try:
             conv = await store.create_conversation(cid, app=app_name, framework=FRAMEWORK, user_id=user_id)
         except AlreadyExists:

@@ -84,7 +84,7 @@ def write_stmt(
 ) -> Stmt:
     """The statement for a put (``replace``) or a patch of top-level keys, with optional CAS."""
     check_ref(ctx, ref)
-    if data is not None and not isinstance(data, Mapping):
+    if (data is not None or replace) and not isinstance(data, Mapping):
         raise InvalidInput(f"state must be a mapping, not {type(data).__name__}", path="data")
     removed = list(delete)
     for key in removed:
