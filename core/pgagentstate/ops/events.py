@@ -103,6 +103,15 @@ def append(
     prepared = prepare_append(ctx, conversation_id, events, expected_seq, state_patches)
     if not prepared.ids:
         return []
+    fast = Stmt("events_append_fast", {**prepared.stmt.params, "n": len(prepared.ids)})
+    try:
+        (rows,) = yield Tx((fast,))
+    except AlreadyExists:
+        pass  # an event id is stored already (a retry): the full statement below skips it
+    else:
+        done = yield from complete_append(ctx, conversation_id, prepared, rows, expected_seq)
+        if done is not None:
+            return done
     for _ in range(5):
         try:
             (rows,) = yield Tx((prepared.stmt,))

@@ -49,6 +49,37 @@ SELECT %(tenant)s, %(conversation_id)s, head.base + f.n, f.event_id, f.kind, f.a
 FROM fresh f CROSS JOIN head
 RETURNING e.seq, e.event_id, e.created_at
 
+-- name: events_append_fast
+-- The common case, about half the server work of events_append: new event ids. A re-delivered id makes
+-- the insert fail on events_event_id_key, which rolls the whole statement back (no seq is lost, no patch
+-- applied), and the caller falls back to events_append, which skips stored ids.
+WITH head AS (
+    UPDATE {schema}.conversations c
+    SET last_seq = c.last_seq + %(n)s, version = c.version + 1, updated_at = now()
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
+      AND (%(expected_seq)s::bigint IS NULL OR c.last_seq = %(expected_seq)s)
+    RETURNING c.last_seq - %(n)s AS base
+), patched AS (
+    INSERT INTO {schema}.state_documents AS d (tenant_id, scope, app, subject, name, version, data, updated_at)
+    SELECT %(tenant)s, p.scope, p.app, p.subject, p.name, 1, p.data, now()
+    FROM unnest(%(p_scopes)s::text[], %(p_apps)s::text[], %(p_subjects)s::text[], %(p_names)s::text[],
+                %(p_data)s::jsonb[]) AS p(scope, app, subject, name, data)
+    WHERE EXISTS (SELECT 1 FROM head)
+    ON CONFLICT (tenant_id, scope, app, subject, name) DO UPDATE
+    SET version = d.version + 1, data = d.data || EXCLUDED.data, updated_at = now()
+    RETURNING d.scope, d.app, d.subject, d.name, d.version, d.data, d.updated_at
+), logged AS (
+    INSERT INTO {schema}.state_changes (tenant_id, scope, app, subject, name, version, data, changed_at)
+    SELECT %(tenant)s, p.scope, p.app, p.subject, p.name, p.version, p.data, p.updated_at FROM patched p
+)
+INSERT INTO {schema}.events AS e (tenant_id, conversation_id, seq, event_id, kind, author, payload, created_at)
+SELECT %(tenant)s, %(conversation_id)s, head.base + t.ord, t.event_id, t.kind, t.author, t.payload,
+       coalesce(t.created_at, now())
+FROM unnest(%(event_ids)s::text[], %(kinds)s::text[], %(authors)s::text[], %(payloads)s::jsonb[],
+            %(created)s::timestamptz[]) WITH ORDINALITY AS t(event_id, kind, author, payload, created_at, ord)
+CROSS JOIN head
+RETURNING e.seq, e.event_id, e.created_at
+
 -- name: events_by_id
 SELECT e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
 FROM {schema}.events e
