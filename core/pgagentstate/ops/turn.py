@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import check_id
-from ..errors import NotFound, VersionConflict
+from ..errors import InvalidInput, NotFound, VersionConflict
 from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
 from . import conversations, events, state
 from .base import Ctx, Op, Stmt, Tx
@@ -38,38 +38,35 @@ def load_conversation(
     check_id(conversation_id, "conversation_id", ctx.limits)
     for ref in states:
         state.check_ref(ctx, ref)
+    if limit is not None and limit < 0:
+        raise InvalidInput("limit must not be negative", path="limit")
+    params = {
+        "id": conversation_id,
+        "limit": limit,
+        "since": since,
+        "kinds": None if kinds is None else list(kinds),
+        "scopes": [r.scope for r in states],
+        "apps": [r.app_name for r in states],
+        "subjects": [r.subject for r in states],
+        "names": [r.name for r in states],
+    }
     stmts: list[Stmt] = []
     if create is not None:
         stmts.append(Stmt("conversation_create", conversations.create_params(ctx, conversation_id, **create), "none"))
-    stmts.append(Stmt("conversation_get", {"id": conversation_id}, "one"))
-    if limit != 0:
-        stmts.append(events.list_stmt(conversation_id, limit=limit, since=since, kinds=kinds))
-    if states:
-        stmts.append(
-            Stmt(
-                "state_get_many",
-                {
-                    "scopes": [r.scope for r in states],
-                    "apps": [r.app_name for r in states],
-                    "subjects": [r.subject for r in states],
-                    "names": [r.name for r in states],
-                },
-                "all",
-            )
-        )
-    results = yield Tx(tuple(stmts), snapshot=create is None)
-    if create is not None:
-        results = results[1:]
-    conv_row = results[0]
-    event_rows = results[1] if limit != 0 else []
+    stmts.append(Stmt("conversation_load", params, "all"))
+    results = yield Tx(tuple(stmts))
+    conv: Conversation | None = None
+    recent: list[Event] = []
     docs: list[StateDoc | None] = [None] * len(states)
-    for row in results[-1] if states else []:
-        docs[row[0] - 1] = state.doc_from_row(ctx, row[1:])
-    return LoadedConversation(
-        conversation=None if conv_row is None else conversations.conversation_from_row(ctx, conv_row),
-        events=[events.event_from_row(ctx, r, decode) for r in event_rows],
-        states=docs,
-    )
+    for k, t1, t2, t3, t4, t5, t6, t7, t8, n1, n2, ts1, ts2 in results[-1]:
+        if k == "e":
+            recent.append(events.event_from_row(ctx, (t1, n1, t2, t3, t4, t8, ts1), decode))
+        elif k == "s":
+            docs[n2 - 1] = state.doc_from_row(ctx, (t1, t2, t3, t4, n1, t8, ts1))
+        else:
+            conv = conversations.conversation_from_row(ctx, (t1, t2, t3, t4, t5, t6, t7, t8, n1, n2, ts1, ts2))
+    recent.sort(key=lambda e: e.seq)
+    return LoadedConversation(conversation=conv, events=recent if conv else [], states=docs)
 
 
 @dataclass(frozen=True, slots=True)

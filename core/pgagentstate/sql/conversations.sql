@@ -69,3 +69,33 @@ SELECT {schema}.check_version(
     %(expected_version)s,
     (SELECT c.version FROM {schema}.conversations c WHERE c.tenant_id = %(tenant)s AND c.id = %(id)s FOR UPDATE),
     'conversation ' || %(id)s)
+
+-- name: conversation_load
+-- A conversation, its newest %(limit)s events (none when %(limit)s is 0) and the state documents asked
+-- for, in ONE statement: one round trip and, being one statement, one snapshot. Rows share one shape:
+--   kind  t1         t2       t3    t4         t5       t6       t7      t8        n1       n2        ts1         ts2
+--   'c'   tenant_id  id       app   framework  user_id  channel  status  metadata  version  last_seq  created_at  updated_at
+--   'e'   conv id    event_id kind  author     -        -        -       payload   seq      -         created_at  -
+--   's'   scope      app      subj  name       -        -        -       data      version  ord       updated_at  -
+SELECT 'c' AS k, c.tenant_id AS t1, c.id AS t2, c.app AS t3, c.framework AS t4, c.user_id AS t5, c.channel AS t6,
+       c.status AS t7, c.metadata::text AS t8, c.version AS n1, c.last_seq AS n2, c.created_at AS ts1,
+       c.updated_at AS ts2
+FROM {schema}.conversations c
+WHERE c.tenant_id = %(tenant)s AND c.id = %(id)s
+UNION ALL
+SELECT * FROM (
+    SELECT 'e', e.conversation_id, e.event_id, e.kind, e.author, NULL, NULL, NULL, e.payload::text, e.seq, NULL::bigint,
+           e.created_at, NULL::timestamptz
+    FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(id)s AND coalesce(%(limit)s::bigint, 1) > 0
+      AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s)
+      AND (%(kinds)s::text[] IS NULL OR e.kind = ANY(%(kinds)s::text[]))
+    ORDER BY e.seq DESC
+    LIMIT %(limit)s
+) newest
+UNION ALL
+SELECT 's', d.scope, d.app, d.subject, d.name, NULL, NULL, NULL, d.data::text, d.version, r.ord, d.updated_at, NULL
+FROM unnest(%(scopes)s::text[], %(apps)s::text[], %(subjects)s::text[], %(names)s::text[])
+     WITH ORDINALITY AS r(scope, app, subject, name, ord)
+JOIN {schema}.state_documents d
+  ON d.tenant_id = %(tenant)s AND d.scope = r.scope AND d.app = r.app AND d.subject = r.subject AND d.name = r.name
