@@ -145,23 +145,17 @@ async def main(rounds: int, n_events: int) -> None:
         got = await ours.get_session(app_name=APP, user_id="reader", session_id=sessions["ours"].id)
         assert got is not None and len(got.events) == n_events
 
-        # Both services end with ADK's pydantic validation of every event; show it apart, so that the
-        # storage layer's own share can be compared too.
-        dumps = [e.model_dump(exclude_none=True, mode="json") for e in got.events]
+        # The peer validates every stored event with pydantic on every load (about 16 us an event); ours
+        # keeps validated events (stored events never change) and hands out copies.
+        dumps = [e.model_dump_json(exclude_none=True) for e in got.events]
 
         async def validate(_: int) -> None:
             for d in dumps:
-                Event.model_validate(d)
+                Event.model_validate_json(d)
 
         tv, _ = await interleave(rounds, validate, validate)
-        floor = statistics.median(tv)
-        print(f"{'  of which ADK Event validation':<34} {floor * 1e3:7.3f} ms (the same for both)")
-        report(
-            f"  get_session ({n_events}) minus it",
-            [max(t - floor, 1e-9) for t in tp],
-            [max(t - floor, 1e-9) for t in to],
-            None,
-        )
+        median_ms = statistics.median(tv) * 1e3
+        print(f"{'  ADK Event validation of them':<34} {median_ms:7.3f} ms (the peer pays it per load)")
     finally:
         await peer.close()  # type: ignore[attr-defined]
         await ours.close()
