@@ -201,12 +201,12 @@ def list_stmt(
 def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[Any]]:
     if limit is not None and limit < 0:
         raise InvalidInput("limit must not be negative", path="limit")
-    rows = yield from many(
-        "event_payloads",
-        replica=True,
-        conversation_id=check_id(conversation_id, "conversation_id", ctx.limits),
-        limit=limit,
-    )
+    params = {"conversation_id": check_id(conversation_id, "conversation_id", ctx.limits), "limit": limit}
+    if ctx.cipher is None:
+        (row,) = yield Tx((Stmt("event_payloads_array", params, "one"),), replica=True)
+        found: list[Any] = unseal(None, row[0], "") if row else []
+        return found
+    rows = yield from many("event_payloads", replica=True, **params)
     return [unseal(ctx.cipher, r[1], ad(ctx.tenant, "event", conversation_id, r[0])) for r in rows]
 
 

@@ -134,6 +134,17 @@ SELECT event_id, payload FROM (
 ) newest
 ORDER BY seq
 
+-- name: event_payloads_array
+-- The same as event_payloads as ONE JSON array: one row to fetch and one json.loads instead of one per
+-- event (used when payloads are not encrypted, so they need no per-row associated data).
+SELECT coalesce(json_agg(payload ORDER BY seq), '[]')::text FROM (
+    SELECT e.seq, e.payload
+    FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+    ORDER BY e.seq DESC
+    LIMIT %(limit)s
+) newest
+
 -- name: repeatable_read
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 
