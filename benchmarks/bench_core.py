@@ -34,8 +34,16 @@ def bench_commit(store: StateStore, dsn: str, rounds: int) -> dict[str, float]:
     store.create_conversation(cid)
     ref = StateRef.conversation(cid)
     with psycopg.connect(dsn) as floor:
-        floor.execute("CREATE TEMP TABLE floor_events (id bigserial PRIMARY KEY, payload jsonb)")
+        # A regular (logged) table: a temporary one would skip the WAL flush that every durable commit pays.
+        floor.execute(
+            psycopg.sql.SQL("CREATE TABLE {}.floor_events (id bigserial PRIMARY KEY, payload jsonb)").format(
+                psycopg.sql.Identifier(store.schema)
+            )
+        )
         floor.commit()
+        insert = psycopg.sql.SQL("INSERT INTO {}.floor_events (payload) VALUES (%s::jsonb)").format(
+            psycopg.sql.Identifier(store.schema)
+        )
         ours: list[float] = []
         raw: list[float] = []
         payload = {"role": "customer", "text": "meu@email.com", "channel": "whatsapp"}
@@ -44,7 +52,7 @@ def bench_commit(store: StateStore, dsn: str, rounds: int) -> dict[str, float]:
             t0 = time.perf_counter()
             store.append_events(cid, [NewEvent(payload)], expected_seq=i, state_patches=[(ref, {"turn": i})])
             t1 = time.perf_counter()
-            floor.execute("INSERT INTO floor_events (payload) VALUES (%s::jsonb)", (text,))
+            floor.execute(insert, (text,))
             floor.commit()
             t2 = time.perf_counter()
             ours.append(t1 - t0)
