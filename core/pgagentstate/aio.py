@@ -22,7 +22,7 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
-from .connect import idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
 from .errors import translate
 from .models import (
@@ -132,7 +132,8 @@ class AsyncStateStore:
     (then ``$PGAGENTSTATE_DSN``, ``$DATABASE_URL``, or an embedded Postgres). A DSN gets a pool owned by
     the store and closed by :meth:`close`. ``tenant`` scopes every read and write. ``tenant_isolation``
     sets ``pgagentstate.tenant`` in every transaction for row-level security (needed when the database
-    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements. ``replica``
+    role is not the tables' owner). ``pgbouncer`` disables server-side prepared statements (default:
+    ``$PGAGENTSTATE_PGBOUNCER``). ``replica``
     (a DSN, connection or pool of a streaming replica) serves history reads: ``list_events``,
     ``list_event_payloads``, ``state_history``, ``get_state_at``, ``list_conversations`` and
     ``search_memory``; everything a turn must read fresh stays on the primary. ``encryption``
@@ -150,7 +151,7 @@ class AsyncStateStore:
         limits: Limits | None = None,
         min_size: int = 1,
         max_size: int = 10,
-        pgbouncer: bool = False,
+        pgbouncer: bool | None = None,
         tenant_isolation: bool = False,
         replica: ConnectionLike = None,
         encryption: Encryption | None = None,
@@ -160,15 +161,15 @@ class AsyncStateStore:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
         self._schema = check_id(schema, "schema", self._limits)
-        self._pgbouncer = pgbouncer
+        self._pgbouncer = behind_pgbouncer() if pgbouncer is None else pgbouncer
         self._isolation = tenant_isolation
-        self._source = _AsyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+        self._source = _AsyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=self._pgbouncer)
         # History reads that may lag (list_events, state_history, ...) go to the replica when there is one;
         # a turn's load, every write and every version check stay on the primary.
         self._replica = (
             None
             if replica is None
-            else _AsyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=pgbouncer)
+            else _AsyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=self._pgbouncer)
         )
         self._cipher = Cipher(encryption) if encryption is not None else None
         self._ctx = Ctx(
@@ -827,7 +828,11 @@ class AsyncStateStore:
     ) -> None:
         """Store a snapshot and the blobs of the channels that changed, in one statement.
 
-        ``parent_id`` None starts a chain and creates the conversation (with ``framework``) if needed;
+        A blob's chunks may be passed by hash when stored in the conversation already, and a blob may
+        extend a ``base`` version of its channel stored whole (see :class:`SnapshotBlob`); if any of those
+        is missing (pruned meanwhile), nothing is stored and :class:`~pgagentstate.errors.NotFound` is
+        raised: send the whole blobs. ``parent_id`` None starts a chain and creates the conversation (with
+        ``framework``) if needed;
         with a parent the conversation must exist (:class:`~pgagentstate.errors.NotFound`). Unless
         ``forked``, the snapshot must be the only non-forked child of its parent (the only non-forked root
         of its namespace when parentless): else :class:`~pgagentstate.errors.VersionConflict`. Storing the

@@ -26,6 +26,11 @@ def resolve_dsn(dsn: str | None) -> str:
     return embedded_dsn()
 
 
+def behind_pgbouncer() -> bool:
+    """The default for ``pgbouncer=``: ``$PGAGENTSTATE_PGBOUNCER`` set to 1/true/yes."""
+    return os.environ.get("PGAGENTSTATE_PGBOUNCER", "").strip().lower() in ("1", "true", "yes", "on")
+
+
 def pool_kwargs(*, pgbouncer: bool) -> dict[str, Any]:
     """Connection settings for pools the store creates.
 
