@@ -53,7 +53,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", parents=[common], help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
     demo = sub.add_parser("demo", parents=[common], help="play the refund story end to end")
-    demo.add_argument("--keep", action="store_true", help="leave the demo's data in the database")
+    demo.add_argument("--keep", action="store_true", help="leave the demo's data in the database (in --schema)")
+    demo.add_argument(
+        "--framework",
+        choices=["all", "langgraph", "adk", "openai_agents", "core"],
+        default="all",
+        help="run one framework's agent only (core: the agent without a framework)",
+    )
+    demo.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
     demo.set_defaults(fn=cmd_demo)
     return parser
 

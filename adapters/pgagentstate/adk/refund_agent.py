@@ -1,0 +1,170 @@
+"""The refund agent as a Google ADK ``LlmAgent`` with function tools, run by a ``Runner`` on
+:class:`~pgagentstate.adk.PostgresSessionService` (the conversation and its state) and
+:class:`~pgagentstate.adk.PostgresMemoryService` (what is remembered across sessions).
+
+The model is :class:`ScriptedRefundLlm` (the shared dialogue rules as a ``BaseLlm``), or Gemini when
+``GOOGLE_API_KEY`` is set. The tools are the durable refund workflow of :mod:`pgagentstate.demo.workflow`;
+they also keep the facts in the session state (``order_id``, ``email``, ``reason``, ``refund``...).
+
+A turn whose worker died is undone with ADK's own ``Runner.rewind_async`` (back to before the crashed
+invocation) and run again: the tools' steps and ledger make the second run reuse what the first one paid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncGenerator
+from typing import Any
+
+from google.adk.agents import LlmAgent
+from google.adk.events import Event
+from google.adk.models.base_llm import BaseLlm
+from google.adk.models.llm_request import LlmRequest
+from google.adk.models.llm_response import LlmResponse
+from google.adk.runners import Runner
+from google.adk.tools.tool_context import ToolContext
+from google.genai import types
+
+from pgagentstate import AsyncStateStore
+from pgagentstate.demo.agents import tools_for, use_real_model
+from pgagentstate.demo.dialogue import INSTRUCTIONS, Msg, Reply, decide
+from pgagentstate.demo.workflow import ServiceUrls
+
+from .memory_service import PostgresMemoryService
+from .session_service import PostgresSessionService
+
+APP_NAME = "refunds"
+
+
+def to_dialogue(contents: list[types.Content]) -> list[Msg]:
+    """ADK request contents as the dialogue rules read them."""
+    out: list[Msg] = []
+    for content in contents:
+        for part in content.parts or []:
+            if part.function_call is not None:
+                out.append(Msg("tool_call", tool=part.function_call.name or "", args=part.function_call.args or {}))
+            elif part.function_response is not None:
+                out.append(Msg("tool_result", tool=part.function_response.name or "",
+                               result=part.function_response.response))
+            elif part.text and not part.thought:
+                out.append(Msg("customer" if content.role == "user" else "agent", part.text))
+    return out
+
+
+class ScriptedRefundLlm(BaseLlm):
+    """A ``BaseLlm`` that follows the refund dialogue's rules: no API key, deterministic."""
+
+    model: str = "pgagentstate-scripted-refund"
+
+    async def generate_content_async(
+        self, llm_request: LlmRequest, stream: bool = False
+    ) -> AsyncGenerator[LlmResponse, None]:
+        decision = decide(to_dialogue(llm_request.contents))
+        if isinstance(decision, Reply):
+            part = types.Part(text=decision.text)
+        else:
+            part = types.Part(function_call=types.FunctionCall(
+                name=decision.name, args=decision.args, id=f"adk-{uuid.uuid4().hex[:12]}"))
+        # Zero usage rather than none: ADK's telemetry warns on every response that has no usage at all.
+        usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=0, candidates_token_count=0,
+                                                           total_token_count=0)
+        yield LlmResponse(content=types.Content(role="model", parts=[part]), turn_complete=True,
+                          usage_metadata=usage)
+
+
+def _customer(tool_context: ToolContext) -> str:
+    # The session's user is the WhatsApp customer. (Not a state key set at create_session: a rewind
+    # recomputes state from the events alone, and initial state is in none of them.)
+    return tool_context.user_id
+
+
+def make_tools(store: AsyncStateStore, urls: ServiceUrls) -> list[Any]:
+    """The three tools as plain functions (ADK reads their signatures and docstrings)."""
+
+    async def check_refund_policy(order_id: str, email: str, reason: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Registra o pedido, o email e a razão e verifica se o reembolso é permitido pela política."""
+        result = await tools_for(store, urls, _customer(tool_context)).check_refund_policy(order_id, email, reason)
+        tool_context.state.update({"order_id": order_id, "email": email, "reason": reason})
+        return result
+
+    async def process_refund(order_id: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Paga o reembolso do pedido (idempotente)."""
+        result = await tools_for(store, urls, _customer(tool_context)).call("process_refund", {"order_id": order_id})
+        if "error" not in result:
+            tool_context.state["refund"] = result
+        return result
+
+    async def send_confirmation(order_id: str, email: str, tool_context: ToolContext) -> dict[str, Any]:
+        """Envia o comprovante do reembolso por email (idempotente)."""
+        result = await tools_for(store, urls, _customer(tool_context)).call(
+            "send_confirmation", {"order_id": order_id, "email": email})
+        if "error" not in result:
+            tool_context.state["receipt"] = result
+        return result
+
+    return [check_refund_policy, process_refund, send_confirmation]
+
+
+def _text(event: Event) -> str:
+    if event.content is None or event.get_function_calls() or event.get_function_responses():
+        return ""
+    return "".join(p.text or "" for p in event.content.parts or [] if not p.thought)
+
+
+class AdkRefundAgent:
+    """The refund ``LlmAgent``; one ADK session per WhatsApp customer (app ``refunds``)."""
+
+    framework = "adk"
+
+    def __init__(self, store: AsyncStateStore, urls: ServiceUrls, model: BaseLlm | str | None = None) -> None:
+        if model is None:
+            model = (os.environ.get("PGAGENTSTATE_DEMO_GEMINI_MODEL", "gemini-2.5-flash")
+                     if use_real_model("GOOGLE_API_KEY") else ScriptedRefundLlm())
+        self.agent = LlmAgent(name="refund_agent", model=model, instruction=INSTRUCTIONS,
+                              tools=make_tools(store, urls))
+        self.sessions = PostgresSessionService(store=store, setup=False)
+        self.memory = PostgresMemoryService(store=store, setup=False)
+        self.runner = Runner(app_name=APP_NAME, agent=self.agent, session_service=self.sessions,
+                             memory_service=self.memory)
+
+    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]:
+        session = await self.sessions.get_session(app_name=APP_NAME, user_id=customer, session_id=customer)
+        if session is None:
+            session = await self.sessions.create_session(app_name=APP_NAME, user_id=customer, session_id=customer)
+        if retry:
+            users = [i for i, e in enumerate(session.events) if e.author == "user" and _text(e) == text]
+            if users:
+                answered = [t for e in session.events[users[-1] + 1:] if e.is_final_response() and (t := _text(e))]
+                if answered:  # the turn finished; only its bookkeeping was lost
+                    return answered
+                await self.runner.rewind_async(user_id=customer, session_id=customer,
+                                               rewind_before_invocation_id=session.events[users[-1]].invocation_id)
+        replies: list[str] = []
+        message = types.Content(role="user", parts=[types.Part(text=text)])
+        async for event in self.runner.run_async(user_id=customer, session_id=customer, new_message=message):
+            if event.author != "user" and event.is_final_response() and (reply := _text(event)):
+                replies.append(reply)
+        session = await self.sessions.get_session(app_name=APP_NAME, user_id=customer, session_id=customer)
+        if session is not None and "receipt" in session.state and not session.state.get("remembered"):
+            # Remember the finished refund beyond this session (searchable by the customer's next session).
+            await self.memory.add_session_to_memory(session)
+            await self.sessions.append_event(session, Event(
+                author="refund_agent", invocation_id=f"mem-{uuid.uuid4().hex[:8]}",
+                actions=_state_delta({"remembered": True})))
+        return replies
+
+    async def aclose(self) -> None:
+        await self.runner.close()
+
+
+def _state_delta(delta: dict[str, Any]) -> Any:
+    from google.adk.events import EventActions
+
+    return EventActions(state_delta=json.loads(json.dumps(delta)))
+
+
+def build_agent(store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> AdkRefundAgent:
+    """The entry point ``pgagentstate.demo`` looks for."""
+    return AdkRefundAgent(store, urls, **options)

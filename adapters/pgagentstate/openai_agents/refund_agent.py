@@ -1,0 +1,190 @@
+"""The refund agent as an OpenAI Agents SDK ``Agent`` with function tools, run with a
+:class:`~pgagentstate.openai_agents.PostgresSession` (the conversation), the adapter's memory tools and
+instructions (long-term memory) and idempotent tools (``idempotent_function_tool``).
+
+The model is :class:`ScriptedRefundModel` (the shared dialogue rules as a ``Model``), or an OpenAI model
+when ``OPENAI_API_KEY`` is set. The tools are the durable refund workflow of
+:mod:`pgagentstate.demo.workflow`; the payment and email tools are also idempotent per order at the tool
+level, so a replayed tool call returns the recorded outcome without touching the workflow at all.
+
+A turn whose worker died is rolled back with the session's ``pop_item`` (the SDK's own rewind) to before
+the customer's message, then run again: the tools' steps and ledger make the second run reuse what the
+first one paid.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from agents import Agent, FunctionTool, Model, ModelResponse, RunContextWrapper, Runner, Usage, function_tool
+from agents.items import TResponseInputItem, TResponseStreamEvent
+from agents.testing import assistant_message, function_call
+from agents.tool_context import ToolContext
+
+from pgagentstate import AsyncStateStore
+from pgagentstate.demo.agents import tools_for, use_real_model
+from pgagentstate.demo.dialogue import INSTRUCTIONS, Msg, Reply, decide
+from pgagentstate.demo.workflow import ServiceUrls
+
+from ._identity import StateContext
+from .idempotent import idempotent_function_tool
+from .memory import memory_instructions, memory_tools
+from .session import PostgresSession
+
+
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
+    return ""
+
+
+def to_dialogue(items: str | list[TResponseInputItem]) -> list[Msg]:
+    """Responses-format input items as the dialogue rules read them."""
+    if isinstance(items, str):
+        return [Msg("customer", items)]
+    out: list[Msg] = []
+    names: dict[str, str] = {}
+    for raw in items:
+        item: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+        kind = item.get("type", "message")
+        if kind == "function_call":
+            names[str(item.get("call_id"))] = str(item.get("name"))
+            out.append(Msg("tool_call", tool=str(item.get("name")), args=json.loads(item.get("arguments") or "{}")))
+        elif kind == "function_call_output":
+            output = item.get("output")
+            try:
+                result = json.loads(output) if isinstance(output, str) else output
+            except ValueError:
+                result = {"error": output}
+            out.append(Msg("tool_result", tool=names.get(str(item.get("call_id")), ""), result=result))
+        elif kind == "message" and item.get("role") in ("user", "assistant"):
+            out.append(Msg("customer" if item["role"] == "user" else "agent", _text_of(item.get("content"))))
+    return out
+
+
+class ScriptedRefundModel(Model):
+    """A ``Model`` that follows the refund dialogue's rules: no API key, deterministic."""
+
+    async def get_response(
+        self, system_instructions: str | None, input: str | list[TResponseInputItem], *args: Any, **kwargs: Any
+    ) -> ModelResponse:
+        decision = decide(to_dialogue(input))
+        if isinstance(decision, Reply):
+            output = assistant_message(decision.text, item_id=f"msg_{uuid.uuid4().hex[:12]}")
+        else:
+            output = function_call(decision.name, decision.args, call_id=f"call_{uuid.uuid4().hex[:12]}")
+        return ModelResponse(output=[output], usage=Usage(), response_id=None)
+
+    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
+        raise NotImplementedError("the scripted refund model does not stream; use Runner.run")
+
+
+@dataclass
+class RefundContext(StateContext):
+    """The run context: who the customer is (the adapter's tools read ``user_id`` and ``conversation_id``)."""
+
+    customer: str = ""
+
+
+class ToolFailed(Exception):
+    """A refund tool failed; the SDK reports the message (JSON) to the model as the tool's output."""
+
+
+def make_tools(store: AsyncStateStore, urls: ServiceUrls, *, lease: float = 2.0) -> list[FunctionTool]:
+    """The refund tools, plus the adapter's ``remember``/``recall``/``forget`` memory tools."""
+
+    # Results go back to the model as JSON text (the SDK would otherwise send ``str(dict)``).
+    @function_tool
+    async def check_refund_policy(ctx: RunContextWrapper[RefundContext], order_id: str, email: str,
+                                  reason: str) -> str:
+        """Registra o pedido, o email e a razão e verifica se o reembolso é permitido pela política."""
+        return json.dumps(await tools_for(store, urls, ctx.context.customer).call(
+            "check_refund_policy", {"order_id": order_id, "email": email, "reason": reason}))
+
+    def per_order(what: str) -> Any:
+        def key(tool_context: ToolContext[Any], arguments: dict[str, Any]) -> str:
+            return f"openai_agents/{tool_context.context.customer}/{what}/{arguments.get('order_id')}"
+        return key
+
+    async def process_refund(ctx: RunContextWrapper[RefundContext], order_id: str) -> str:
+        """Paga o reembolso do pedido (idempotente)."""
+        result = await tools_for(store, urls, ctx.context.customer).call("process_refund", {"order_id": order_id})
+        if "error" in result:
+            raise ToolFailed(json.dumps(result))  # not recorded by the idempotent tool: a later call retries
+        return json.dumps(result)
+
+    async def send_confirmation(ctx: RunContextWrapper[RefundContext], order_id: str, email: str) -> str:
+        """Envia o comprovante do reembolso por email (idempotente)."""
+        result = await tools_for(store, urls, ctx.context.customer).call(
+            "send_confirmation", {"order_id": order_id, "email": email})
+        if "error" in result:
+            raise ToolFailed(json.dumps(result))
+        return json.dumps(result)
+
+    return [
+        check_refund_policy,
+        idempotent_function_tool(store, process_refund, key=per_order("refund"), lease=lease),
+        idempotent_function_tool(store, send_confirmation, key=per_order("receipt"), lease=lease),
+        *memory_tools(store),
+    ]
+
+
+def _is_user(item: Any, text: str) -> bool:
+    return isinstance(item, Mapping) and item.get("role") == "user" and _text_of(item.get("content")) == text
+
+
+class OpenAIAgentsRefundAgent:
+    """The refund ``Agent``; one ``PostgresSession`` per WhatsApp customer (``openai_agents:<customer>``)."""
+
+    framework = "openai_agents"
+
+    def __init__(self, store: AsyncStateStore, urls: ServiceUrls, model: Model | str | None = None) -> None:
+        if model is None:
+            if use_real_model("OPENAI_API_KEY"):
+                model = os.environ.get("PGAGENTSTATE_DEMO_OPENAI_MODEL", "gpt-4.1-mini")
+            else:
+                from agents import set_tracing_disabled
+
+                set_tracing_disabled(True)  # nowhere to send traces without a key
+                model = ScriptedRefundModel()
+        self.store = store
+        self.agent: Agent[RefundContext] = Agent(
+            name="refund_agent", model=model, instructions=memory_instructions(store, INSTRUCTIONS),
+            tools=list(make_tools(store, urls)),
+        )
+
+    def session(self, customer: str) -> PostgresSession:
+        return PostgresSession(f"openai_agents:{customer}", store=self.store, user_id=customer, channel="whatsapp",
+                               app="refunds")
+
+    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]:
+        session = self.session(customer)
+        if retry:
+            items = await session.get_items()
+            users = [i for i, item in enumerate(items) if _is_user(item, text)]
+            if users:
+                after = items[users[-1] + 1:]
+                answered = [t for m in to_dialogue(after) if m.role == "agent" and (t := m.text)]
+                if answered and isinstance(after[-1], Mapping) and after[-1].get("role") == "assistant":
+                    return answered  # the turn finished; only its bookkeeping was lost
+                for _ in range(len(items) - users[-1]):  # roll the crashed turn back, message included
+                    await session.pop_item()
+        context = RefundContext(user_id=customer, conversation_id=session.session_id, customer=customer)
+        result = await Runner.run(self.agent, text, session=session, context=context, max_turns=10)
+        replies = [m.text for m in to_dialogue([i.to_input_item() for i in result.new_items]) if m.role == "agent"]
+        return replies or [str(result.final_output)]
+
+    async def aclose(self) -> None:
+        return None
+
+
+def build_agent(store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> OpenAIAgentsRefundAgent:
+    """The entry point ``pgagentstate.demo`` looks for."""
+    return OpenAIAgentsRefundAgent(store, urls, **options)

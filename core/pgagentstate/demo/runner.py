@@ -1,0 +1,173 @@
+"""``pgagentstate demo``: the seed's WhatsApp refund conversation, end to end, once per framework.
+
+For each framework: start the payment, email and WhatsApp Cloud API stand-ins and two webhook workers
+behind a round-robin load balancer; play the conversation (turns land on alternating workers); the
+payment API times out once (step 3 is retried, steps 1-2 are not redone); a worker is killed -9 in the
+middle of the refund, after the payment API took the money and before the result was recorded, and the
+other worker carries on when WhatsApp delivers the message again; then, five minutes later on a simulated
+clock, the customer asks about the receipt. Finally the chat and an audit read back from Postgres and from
+the services' own records: one refund, one email, every step completed, the email never asked twice.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import random
+import shutil
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import psycopg
+from psycopg import sql
+
+from ..connect import resolve_dsn
+from ..sync import StateStore
+from .agents import FRAMEWORKS, LABELS
+from .cluster import Cluster
+from .report import Audit, audit_lines, chat, collect, table
+
+# (seconds after the first message on the simulated clock, what the customer writes)
+SCRIPT: list[tuple[int, str]] = [
+    (0, "Oi, quero reembolso no pedido #12345"),
+    (40, "meu@email.com"),
+    (80, "Produto chegou quebrado"),
+    (110, "Obrigado!"),
+    (410, "Você vai enviar email com comprovante do reembolso?"),
+]
+REFUND_TURN = 2  # the message that sets the refund going
+_FRAMEWORK_MODULES = {"langgraph": "langgraph", "adk": "google.adk", "openai_agents": "agents"}
+
+
+def available(framework: str) -> str | None:
+    """None when the framework's agent can run, else why not (without importing the framework)."""
+    if framework == "core":
+        return None
+    try:
+        if importlib.util.find_spec(_FRAMEWORK_MODULES[framework]) is None:
+            raise ImportError
+    except ImportError:
+        extra = framework.replace("_", "-")
+        return f"{LABELS[framework]} is not installed (pip install 'pgagentstate[{extra}]')"
+    import pgagentstate
+
+    if not any((Path(p) / framework / "refund_agent.py").exists() for p in pgagentstate.__path__):
+        return f"pgagentstate.{framework}.refund_agent is missing from this installation"
+    return None
+
+
+def _say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+def play(cluster: Cluster, customer: str, start: datetime) -> None:
+    """Play the script through the load balancer, printing progress."""
+    base = int(start.timestamp())
+    for i, (offset, text) in enumerate(SCRIPT):
+        if i and offset - SCRIPT[i - 1][0] >= 240:
+            _say(f"    ... {(offset - SCRIPT[i - 1][0]) // 60} minutos depois (relógio simulado) ...")
+        began = time.monotonic()
+        delivery = cluster.deliver(customer, text, base + offset)
+        took = time.monotonic() - began
+        marker = " (refund turn)" if i == REFUND_TURN else ""
+        _say(f"    cliente -> {text!r}: answered by {delivery.worker} in {took:.1f} s{marker}")
+
+
+def run_framework(framework: str, *, dsn: str, schema: str, workdir: Path, crash: bool) -> Audit:
+    label = LABELS[framework]
+    _say(f"\n=== {label} " + "=" * max(3, 70 - len(label)))
+    customer = "5511" + "".join(random.choice("0123456789") for _ in range(8))
+    tenant = f"demo-{framework}"
+    began = time.monotonic()
+    with Cluster(
+        framework,
+        workdir / framework,
+        dsn=dsn,
+        schema=schema,
+        tenant=tenant,
+        crash_at="after_payment" if crash else None,
+        payment_faults=["timeout"],
+        on_event=lambda line: _say(f"    !! {line}"),
+    ) as cluster:
+        _say("    starting payment, email and WhatsApp APIs, 2 webhook workers and a round-robin proxy ...")
+        cluster.wait_ready()
+        _say(f"    ready in {time.monotonic() - began:.1f} s; WhatsApp customer +{customer}")
+        play(cluster, customer, datetime.now(UTC).replace(second=0, microsecond=0))
+        with StateStore(dsn, schema=schema, tenant=tenant, max_size=2) as store:
+            audit = collect(
+                store,
+                framework,
+                customer,
+                {"payment": cluster.payment.ledger, "email": cluster.email.ledger, "whatsapp": cluster.whatsapp.ledger},
+                cluster.kills,
+            )
+    _say("")
+    for line in chat(audit):
+        _say(line)
+    for line in audit_lines(audit):
+        _say(line)
+    _say(f"    ({time.monotonic() - began:.1f} s)")
+    return audit
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    wanted = [args.framework] if getattr(args, "framework", None) not in (None, "all") else list(FRAMEWORKS)
+    frameworks = []
+    for fw in wanted:
+        reason = available(fw)
+        if reason:
+            _say(f"skipping {LABELS.get(fw, fw)}: {reason}")
+        else:
+            frameworks.append(fw)
+    if not frameworks:
+        _say("nothing to run")
+        return 1
+    keep = bool(getattr(args, "keep", False))
+    dsn = resolve_dsn(args.dsn)
+    # Without --keep everything goes into a throwaway schema, dropped at the end.
+    schema = args.schema if keep else f"pgagentstate_demo_{random.getrandbits(32):08x}"
+    workdir = Path(tempfile.mkdtemp(prefix="pgagentstate-demo-"))
+    _say(f"pgagentstate demo: {', '.join(LABELS[f] for f in frameworks)}; Postgres schema {schema!r}")
+    try:
+        with StateStore(dsn, schema=schema, max_size=1) as store:
+            store.setup()
+        audits = [
+            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not getattr(args, "no_crash", False))
+            for fw in frameworks
+        ]
+    finally:
+        if not keep:
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+            shutil.rmtree(workdir, ignore_errors=True)
+    _say("\n=== Summary " + "=" * 60)
+    rows = [
+        [
+            LABELS[a.framework],
+            a.payment["effects"],
+            a.email["effects"],
+            sum(s["status"] == "completed" for s in a.steps),
+            len(a.transcript),
+            "; ".join(a.kills) or "-",
+            "OK" if a.ok else "FAILED",
+        ]
+        for a in audits
+    ]
+    for line in table(["framework", "refunds", "emails", "steps done", "messages", "killed", "result"], rows):
+        _say(line)
+    if keep:
+        _say(f"\n  data kept: schema {schema!r} (tenants demo-<framework>); service records in {workdir}")
+    _say(f"\n  total {time.monotonic() - started:.1f} s")
+    ok = all(a.ok for a in audits)
+    _say("  OK: every agent remembered the email and paid once." if ok else "  FAILED: see the checks above.")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    from ..cli import main
+
+    sys.exit(main(["demo", *sys.argv[1:]]))

@@ -1,0 +1,66 @@
+"""``pgagentstate demo``: the README's first command, run as a user would (a separate process)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import uuid
+
+import psycopg
+from psycopg import sql
+
+from pgagentstate import StateStore
+
+
+def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pgagentstate.cli", "demo", *args],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_demo_all_frameworks(dsn: str) -> None:
+    proc = run_demo("--dsn", dsn)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    for label in ("LangGraph", "Google ADK", "OpenAI Agents SDK"):
+        assert f"=== {label}" in out
+    assert out.count("kill -9 w") == 3  # one worker killed mid-refund per framework
+    assert out.count("PASS  refunds paid = 1") == 3 and "FAIL" not in out
+    assert "OK: every agent remembered the email and paid once." in out
+
+
+def test_demo_keep_leaves_the_data_to_inspect(dsn: str) -> None:
+    schema = f"t_demo_{uuid.uuid4().hex[:8]}"
+    try:
+        proc = run_demo("--dsn", dsn, "--framework", "core", "--no-crash", "--keep", "--schema", schema)
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+        assert "kill -9" not in proc.stdout
+        with StateStore(dsn, schema=schema, tenant="demo-core", max_size=1) as store:
+            ids = {c.id for c in store.list_conversations()}
+            channel = next(i for i in ids if i.startswith("whatsapp:"))
+            assert f"core:{channel.removeprefix('whatsapp:')}" in ids
+            assert [s.status for s in store.get_workflow(channel)] == ["completed"] * 4
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+
+
+def test_demo_without_keep_drops_its_schema(dsn: str) -> None:
+    proc = run_demo("--dsn", dsn, "--framework", "core")
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    schema = proc.stdout.split("Postgres schema '", 1)[1].split("'", 1)[0]
+    with psycopg.connect(dsn) as conn:
+        found = conn.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)).fetchone()
+    assert found is None
+
+
+def test_the_demo_imports_no_framework() -> None:
+    """The core (and its demo) import no framework and no adapter: workers import theirs when started."""
+    code = (
+        "import sys, pgagentstate.cli, pgagentstate.demo, pgagentstate.demo.webhook, pgagentstate.demo.cluster\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'agents', 'langchain_core',"
+        " 'uvicorn') or m.startswith(('google.adk', 'pgagentstate.adk', 'pgagentstate.langgraph',"
+        " 'pgagentstate.openai_agents'))))"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
