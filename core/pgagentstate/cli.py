@@ -1,4 +1,5 @@
-"""The ``pgagentstate`` command line."""
+"""The ``pgagentstate`` command line: ``migrate`` and ``demo`` here, the operator commands (doctor,
+conversations, show, state, health, gc, stats, export, erase, ui) in :mod:`pgagentstate.ui.cli`."""
 
 from __future__ import annotations
 
@@ -10,10 +11,11 @@ from typing import Any
 
 from .errors import PgAgentStateError
 from .sync import StateStore
+from .ui.cli import add_commands, open_store
 
 
 def _store(args: argparse.Namespace) -> StateStore:
-    return StateStore(args.dsn, tenant=args.tenant, schema=args.schema, max_size=2)
+    return open_store(args)
 
 
 def _print(args: argparse.Namespace, data: Any, text: str) -> None:
@@ -50,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument("--tenant", default="default")
     common.add_argument("--schema", default="pgagentstate")
     common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument(
+        "--pgbouncer", action="store_true", help="connecting through PgBouncer: no server-side prepared statements"
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", parents=[common], help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
     demo = sub.add_parser("demo", parents=[common], help="play the refund story end to end")
@@ -62,6 +67,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
     demo.set_defaults(fn=cmd_demo)
+    # doctor, conversations, show, state, health, gc, stats, export, erase, ui
+    add_commands(sub, common)
     return parser
 
 

@@ -1,0 +1,261 @@
+// pgagentstate timeline viewer. Read-only; every value from the database is written with textContent.
+"use strict";
+
+const CUSTOMER = new Set(["customer", "user", "human"]);
+const AGENT = new Set(["agent", "assistant", "model", "ai"]);
+const HEALTH = ["active", "waiting_customer", "awaiting_approval", "completed", "failed", "abandoned"];
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === undefined || value === null || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "onclick") node.addEventListener("click", value);
+    else node.setAttribute(key, value);
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function text(value) {
+  if (value === null || value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function time(iso) {
+  if (!iso) return "";
+  const d = new Date(iso);
+  return d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", second: "2-digit" });
+}
+
+function dateTime(iso) {
+  return iso ? new Date(iso).toLocaleString() : "-";
+}
+
+function ago(iso) {
+  if (!iso) return "";
+  let s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  const future = s < 0;
+  s = Math.abs(s);
+  const [n, u] = s >= 86400 ? [Math.floor(s / 86400), "d"] : s >= 3600 ? [Math.floor(s / 3600), "h"]
+    : s >= 60 ? [Math.floor(s / 60), "m"] : [s, "s"];
+  return future ? `in ${n}${u}` : `${n}${u} ago`;
+}
+
+function badge(value, cls) {
+  return el("span", { class: `badge ${cls || value}` }, String(value).replace(/_/g, " "));
+}
+
+async function getJSON(url) {
+  const response = await fetch(url, { headers: { Accept: "application/json" } });
+  const body = await response.json();
+  if (!response.ok) throw new Error(body.error || response.statusText);
+  return body;
+}
+
+// --- health chips and the conversation list -------------------------------------------------------
+
+async function loadHealth() {
+  const box = document.getElementById("health");
+  try {
+    const h = await getJSON("/api/health");
+    const chips = HEALTH.map((k) => el("span", { class: "chip", "data-health": k }, k.replace(/_/g, " "),
+      el("b", {}, h.conversations[k] ?? 0)));
+    chips.push(el("span", { class: h.stuck_steps ? "chip alert" : "chip" }, "stuck steps", el("b", {}, h.stuck_steps)));
+    chips.push(el("span", { class: "chip" }, "duplicates stopped", el("b", {}, h.duplicate_calls_stopped)));
+    box.replaceChildren(...chips);
+  } catch (err) {
+    box.replaceChildren(el("span", { class: "chip alert" }, `health: ${err.message}`));
+  }
+}
+
+function filters() {
+  const params = new URLSearchParams();
+  const q = document.getElementById("q").value.trim();
+  const health = document.getElementById("health-filter").value;
+  const framework = document.getElementById("framework").value.trim();
+  if (q) params.set("q", q);
+  if (health) params.set("health", health);
+  if (framework) params.set("framework", framework);
+  if (document.getElementById("stuck").checked) params.set("stuck", "1");
+  return params;
+}
+
+async function loadList() {
+  const list = document.getElementById("list");
+  try {
+    const rows = await getJSON(`/api/conversations?${filters()}`);
+    if (!rows.length) {
+      list.replaceChildren(el("li", { class: "muted" }, "No conversations."));
+      return;
+    }
+    list.replaceChildren(...rows.map((c) => el("li", {
+      "data-id": c.id,
+      class: c.id === currentId() ? "selected" : "",
+      onclick: () => select(c.id),
+    },
+    el("div", { class: "cid" }, c.id),
+    el("div", { class: "meta" },
+      badge(c.health),
+      c.stuck_steps ? badge(`${c.stuck_steps} stuck`, "stuck") : null,
+      el("span", {}, c.framework || "-"),
+      el("span", {}, `${c.last_seq} events`),
+      c.duplicate_hits ? el("span", {}, `${c.duplicate_hits} dup stopped`) : null,
+      el("span", {}, ago(c.updated_at))))));
+  } catch (err) {
+    list.replaceChildren(el("li", { class: "error" }, err.message));
+  }
+}
+
+// --- one conversation -------------------------------------------------------------------------------
+
+function currentId() {
+  const hash = location.hash.match(/^#\/c\/(.+)$/);
+  if (hash) return decodeURIComponent(hash[1]);
+  return new URLSearchParams(location.search).get("id");
+}
+
+function select(id) {
+  location.hash = `#/c/${encodeURIComponent(id)}`;
+}
+
+function side(role) {
+  const r = String(role || "").toLowerCase();
+  if (CUSTOMER.has(r)) return "customer";
+  if (AGENT.has(r)) return "agent";
+  return "other";
+}
+
+function chatItems(tl) {
+  const byTime = [];
+  for (const ev of tl.events) {
+    const role = (ev.payload && typeof ev.payload === "object" && (ev.payload.role || ev.payload.author)) || ev.author
+      || ev.kind;
+    byTime.push({ at: ev.created_at, node: el("li", { class: `msg ${side(role)}`, "data-seq": ev.seq },
+      el("div", { class: "who" }, el("span", {}, `${role}${ev.kind !== "message" ? ` · ${ev.kind}` : ""}`),
+        el("span", {}, time(ev.created_at))),
+      el("div", { class: "text" }, ev.text ?? text(ev.payload))) });
+  }
+  for (const entry of tl.entries) {
+    if (entry.kind === "message" || entry.kind === "event") continue;
+    byTime.push({ at: entry.at, node: el("li", { class: `mark ${entry.kind}` },
+      `${time(entry.at)} `, el("b", {}, entry.title), entry.text ? ` · ${entry.text}` : "") });
+  }
+  byTime.sort((a, b) => new Date(a.at) - new Date(b.at));
+  return byTime.map((x) => x.node);
+}
+
+function statePanel(tl) {
+  const latest = new Map();
+  for (const v of tl.state_versions) latest.set(v.name, v);
+  const panel = el("section", { class: "panel", id: "state" }, el("h3", {}, "State"));
+  if (!latest.size) {
+    panel.append(el("p", { class: "muted" }, "No state documents."));
+    return panel;
+  }
+  for (const [name, v] of latest) {
+    panel.append(el("div", { class: "muted" }, `${name} · version ${v.version}`));
+    panel.append(el("pre", { class: "json" }, JSON.stringify(v.data, null, 2)));
+  }
+  const marks = { added: "+", removed: "-", changed: "~" };
+  panel.append(el("ol", { class: "versions", reversed: "" }, [...tl.state_versions].reverse().map((v) =>
+    el("li", {}, el("b", {}, `v${v.version}`), ` ${v.name} · ${time(v.changed_at)}`,
+      v.changes.map((c) => el("span", { class: `chg ${c.op}`, title: `${text(c.old)} → ${text(c.new)}` },
+        `${marks[c.op]}${c.path}${c.op === "removed" ? "" : `=${text(c.new).slice(0, 40)}`}`))))));
+  return panel;
+}
+
+function stepsPanel(tl) {
+  const panel = el("section", { class: "panel", id: "steps" }, el("h3", {}, "Workflow steps"));
+  if (!tl.steps.length) {
+    panel.append(el("p", { class: "muted" }, "No workflow steps."));
+    return panel;
+  }
+  const now = Date.now();
+  panel.append(el("ol", { class: "steps" }, tl.steps.map((s) => {
+    const stuck = s.status === "in_progress" && s.lease_expires_at && new Date(s.lease_expires_at).getTime() < now;
+    return el("li", {},
+      badge(stuck ? "stuck" : s.status, stuck ? "stuck" : s.status), " ",
+      el("b", {}, `${s.workflow} / ${s.step}`),
+      el("span", { class: "muted" }, ` · attempts ${s.attempts}`),
+      s.completed_at ? el("span", { class: "muted" }, ` · done ${time(s.completed_at)}`) : null,
+      s.last_error ? el("div", { class: "error" }, s.last_error) : null,
+      s.result !== null && s.result !== undefined ? el("div", { class: "mono muted" }, text(s.result)) : null);
+  })));
+  return panel;
+}
+
+function ledgerPanel(tl) {
+  const panel = el("section", { class: "panel", id: "ledger" }, el("h3", {}, "External calls (ledger)"));
+  if (!tl.ledger.length) {
+    panel.append(el("p", { class: "muted" }, "No side effects recorded."));
+    return panel;
+  }
+  panel.append(el("table", { class: "calls" },
+    el("thead", {}, el("tr", {}, ["api", "key", "status", "tries", "dups", "result"].map((h) => el("th", {}, h)))),
+    el("tbody", {}, tl.ledger.map((k) => el("tr", {},
+      el("td", {}, k.api || "-"), el("td", { class: "mono" }, k.key), el("td", {}, badge(k.status)),
+      el("td", {}, k.attempts), el("td", {}, k.duplicate_hits),
+      el("td", { class: "mono" }, k.error || text(k.result)))))));
+  return panel;
+}
+
+function extrasPanel(tl) {
+  if (!tl.scratchpad.length && !tl.snapshots.length) return null;
+  const panel = el("section", { class: "panel", id: "extras" }, el("h3", {}, "Scratchpad and checkpoints"));
+  for (const s of tl.scratchpad) {
+    panel.append(el("div", {}, el("span", { class: "mono" }, s.key), ` = ${text(s.value).slice(0, 80)}`,
+      el("span", { class: "muted" }, s.expires_at ? ` (${s.expired ? "expired" : "expires"} ${ago(s.expires_at)})` : "")));
+  }
+  for (const s of tl.snapshots) {
+    panel.append(el("div", {}, `checkpoints ${s.namespace || "(root)"}: ${s.count}, newest ${dateTime(s.last_at)}`));
+  }
+  return panel;
+}
+
+async function loadDetail() {
+  const id = currentId();
+  const detail = document.getElementById("detail");
+  for (const li of document.querySelectorAll("#list li")) li.classList.toggle("selected", li.dataset.id === id);
+  if (!id) {
+    detail.replaceChildren(el("p", { class: "empty" }, "Select a conversation on the left."));
+    return;
+  }
+  try {
+    const tl = await getJSON(`/api/conversations/${encodeURIComponent(id)}`);
+    const c = tl.conversation;
+    detail.replaceChildren(
+      el("div", { class: "conv-head" }, el("h2", {}, c.id), badge(tl.health),
+        tl.health !== c.status ? el("span", { class: "muted" }, `status ${c.status}`) : null),
+      el("div", { class: "facts" },
+        el("span", {}, `framework ${c.framework || "-"}`), el("span", {}, `app ${c.app || "-"}`),
+        el("span", {}, `user ${c.user_id || "-"}`), el("span", {}, `channel ${c.channel || "-"}`),
+        el("span", {}, `version ${c.version}`), el("span", {}, `${c.last_seq} events`),
+        el("span", {}, `updated ${dateTime(c.updated_at)} (${ago(c.updated_at)})`)),
+      el("div", { class: "columns" },
+        el("section", { class: "panel", id: "chat" }, el("h3", {}, "Conversation"),
+          tl.events.length || tl.entries.length ? el("ol", { class: "chat" }, chatItems(tl))
+            : el("p", { class: "muted" }, "No events.")),
+        el("div", {}, statePanel(tl), stepsPanel(tl), ledgerPanel(tl), extrasPanel(tl))));
+    document.title = `${c.id} · pgagentstate`;
+  } catch (err) {
+    detail.replaceChildren(el("p", { class: "error" }, err.message));
+  }
+}
+
+function refresh() {
+  return Promise.all([loadHealth(), loadList(), loadDetail()]);
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  let timer = null;
+  const later = () => { clearTimeout(timer); timer = setTimeout(loadList, 250); };
+  for (const id of ["q", "framework"]) document.getElementById(id).addEventListener("input", later);
+  for (const id of ["health-filter", "stuck"]) document.getElementById(id).addEventListener("change", loadList);
+  document.getElementById("refresh").addEventListener("click", refresh);
+  window.addEventListener("hashchange", loadDetail);
+  refresh().then(() => document.body.setAttribute("data-loaded", "1"));
+});
