@@ -184,6 +184,9 @@ CREATE TABLE {schema}.snapshot_blobs (
     version         text  NOT NULL,
     type            text  NOT NULL,
     chunks          text[] NOT NULL,
+    -- NULL: chunks is the whole list; else the version of the same channel whose list this one extends
+    -- (chunks holds only what was appended), so a list that only grew costs its new elements.
+    base            text,
     PRIMARY KEY (tenant_id, conversation_id, namespace, channel, version),
     FOREIGN KEY (tenant_id, conversation_id)
         REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE

@@ -2,10 +2,12 @@
 
 Storage layout of one checkpoint:
 
-- ``data``: the checkpoint without its channel values, plus the small primitive values (None, bools,
-  numbers, short strings), serialised by the saver's ``serde`` (so a user serde, e.g. encryption, covers
-  them too);
-- ``channel_versions``: JSON, so the store can find the blobs in the same query;
+- ``data``: the checkpoint without its id and channel values, plus the small primitive values (None,
+  bools, numbers, short strings) and the versions of those channels, serialised by the saver's ``serde``
+  (so a user serde, e.g. encryption, covers them too), then deflated with a preset dictionary of
+  LangGraph's keys when that is smaller;
+- ``channel_versions``: the versions of the other channels, as JSON, so the store finds their blobs in
+  the same query;
 - one blob per other channel whose version changed. A list becomes one chunk per element: the core stores
   chunks by content hash, so a message list that only grew costs the new messages, not the whole list.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 
 import random
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
@@ -32,6 +35,8 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pgagentstate.ops.snapshots import ChannelHistory, Snapshot, SnapshotBlob, SnapshotWrite, chunk_hash
+
+from ._objcache import ObjectCache
 
 #: Config key set on configs of checkpoints that are not the head of their namespace. A run that loaded
 #: such a checkpoint on purpose (time travel, update_state on an old checkpoint, get_state_history) and
@@ -59,17 +64,66 @@ def make_config(thread_id: str, ns: str, checkpoint_id: str, *, fork_point: bool
     return {"configurable": conf}
 
 
+_B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+def _base36(n: int) -> str:
+    digits = ""
+    while True:
+        n, r = divmod(n, 36)
+        digits = _B36[r] + digits
+        if not n:
+            return digits
+
+
 def next_version(current: str | int | float | None) -> str:
-    """Zero-padded counter (string order = numeric order) plus a random tag, so that two branches writing
-    the same channel at the same count never share a blob. 21 characters, where PostgresSaver uses 49:
-    versions are repeated in every checkpoint's channel_versions and versions_seen."""
+    """A counter that sorts as a string, plus a random tag so that two branches writing the same channel at
+    the same count never share a blob: ``"a5.k3j9zq"`` (9-10 characters, where PostgresSaver uses 49;
+    versions are repeated in every checkpoint's channel_versions and versions_seen).
+
+    The counter is base 36 after a letter that gives its length ('a' = 1 digit), so string order is numeric
+    order, and every such version sorts after the zero-padded decimal ones of earlier releases
+    (``"000000000012.1a2b3c4d"``), which it still reads."""
     if current is None:
         n = 0
     elif isinstance(current, int | float):
         n = int(current)
     else:
-        n = int(str(current).split(".", 1)[0])
-    return f"{n + 1:012d}.{random.getrandbits(32):08x}"
+        head = str(current).split(".", 1)[0]
+        n = int(head[1:], 36) if head[:1].isalpha() else int(head)
+    digits = _base36(n + 1)
+    return f"{chr(ord('a') + len(digits) - 1)}{digits}.{_base36(random.getrandbits(31)).rjust(6, '0')}"
+
+
+#: Checkpoint bodies and task writes are compressed (raw deflate) with this preset dictionary of what
+#: LangGraph repeats in them (checkpoint keys, message classes and fields, as JsonPlusSerializer writes
+#: them); the type gets the prefix ``z1:``. Never change it: stored rows depend on it (a new dictionary
+#: gets a new prefix).
+_ZDICT = (
+    b"\xb2invalid_tool_calls\x90\xaeusage_metadata\xc0\xb3model_validate_json\xaatool_calls\x90"
+    b"\xbdlangchain_core.messages.tool\xabToolMessage\xaetool_call_id\xa6status\xa7success\xa8artifact"
+    b"\xbdlangchain_core.messages.human\xacHumanMessage\xa7content\xb1additional_kwargs\x80"
+    b"\xb1response_metadata\x80\xa4type\xa5human\xa4name\xc0\xa2id"
+    b"\xbalangchain_core.messages.ai\xa9AIMessage\x89\xa7content\xb1additional_kwargs\x80"
+    b"\xb1response_metadata\x80\xa4type\xa2ai\xa4name\xc0\xa2id"
+    b"pending_sends\x90updated_channels\x91messages\xa9__input__\x80\xa9__start__\x81\xa9__start__"
+    b"\xadversions_seen\xaechannel_values\xb0channel_versions\xafbranch:to:\xa2ts\xd9 \xa1v\x04"
+)
+_Z1 = "z1:"
+
+
+def _compress(typ: str, data: bytes) -> tuple[str, bytes]:
+    """Deflate with the preset dictionary when that saves bytes (it cannot with an encrypting serde)."""
+    co = zlib.compressobj(6, zlib.DEFLATED, -15, 9, zlib.Z_DEFAULT_STRATEGY, _ZDICT)
+    packed = co.compress(data) + co.flush()
+    return (_Z1 + typ, packed) if len(packed) < len(data) else (typ, data)
+
+
+def _decompress(typ: str, data: bytes) -> tuple[str, bytes]:
+    if not typ.startswith(_Z1):
+        return typ, data
+    do = zlib.decompressobj(-15, _ZDICT)
+    return typ[len(_Z1):], do.decompress(data) + do.flush()
 
 
 def _inline(value: Any) -> bool:
@@ -83,33 +137,61 @@ def _piece(serde: SerializerProtocol, value: Any) -> bytes:
     return typ.encode() + b"\0" + data
 
 
-def dump_blob(serde: SerializerProtocol, channel: str, version: str, value: Any) -> SnapshotBlob:
-    """A list becomes one chunk per element (type-tagged), anything else one chunk."""
-    if type(value) is list:
-        return SnapshotBlob(channel, version, LIST_TYPE, tuple(_piece(serde, v) for v in value))
-    typ, data = serde.dumps_typed(value)
-    return SnapshotBlob(channel, version, typ, (data,))
+def dump_blob(
+    serde: SerializerProtocol, channel: str, version: str, value: Any, cache: ObjectCache | None = None
+) -> SnapshotBlob:
+    """A list becomes one chunk per element (type-tagged), anything else one chunk. ``hashes`` is set for
+    lists (the caller needs them; with a cache, most are known without hashing)."""
+    if type(value) is not list:
+        typ, data = serde.dumps_typed(value)
+        return SnapshotBlob(channel, version, typ, (data,))
+    if cache is None:
+        pieces = tuple(_piece(serde, v) for v in value)
+        return SnapshotBlob(channel, version, LIST_TYPE, pieces, hashes=tuple(chunk_hash(p) for p in pieces))
+    chunks: list[bytes] = []
+    hashes: list[str] = []
+    for v in value:
+        entry = cache.chunk_of(v)
+        if entry is None:
+            piece = _piece(serde, v)
+            h = chunk_hash(piece)
+            cache.add(v, piece, h)
+            chunks.append(piece)
+            hashes.append(h)
+        else:
+            chunks.append(entry.chunk)
+            hashes.append(entry.hash)
+    return SnapshotBlob(channel, version, LIST_TYPE, tuple(chunks), hashes=tuple(hashes))
 
 
 class Decoder:
     """Decodes blobs, each distinct chunk once per call (a list() shares chunks across checkpoints)."""
 
-    def __init__(self, serde: SerializerProtocol) -> None:
+    def __init__(self, serde: SerializerProtocol, cache: ObjectCache | None = None) -> None:
         self.serde = serde
+        self.cache = cache
         self._pieces: dict[int, Any] = {}
         self._values: dict[int, Any] = {}
 
-    def piece(self, chunk: bytes | str) -> Any:
+    def piece(self, chunk: bytes | str, hash: str | None = None) -> Any:
         assert isinstance(chunk, bytes)
         key = id(chunk)
         if key not in self._pieces:
-            typ, _, data = chunk.partition(b"\0")
-            self._pieces[key] = self.serde.loads_typed((typ.decode(), data))
+            entry = None if self.cache is None or hash is None else self.cache.object_of(hash)
+            if entry is not None:
+                self._pieces[key] = entry.obj
+            else:
+                typ, _, data = chunk.partition(b"\0")
+                obj = self._pieces[key] = self.serde.loads_typed((typ.decode(), data))
+                if self.cache is not None and hash is not None:
+                    self.cache.add(obj, chunk, hash)
         return self._pieces[key]
 
     def blob(self, blob: SnapshotBlob) -> Any:
         if blob.type == LIST_TYPE:
             # A new list per checkpoint: the elements are shared, the list a graph appends to is not.
+            if len(blob.hashes) == len(blob.chunks):
+                return [self.piece(c, h) for c, h in zip(blob.chunks, blob.hashes, strict=True)]
             return [self.piece(c) for c in blob.chunks]
         key = id(blob)
         if key not in self._values:
@@ -118,31 +200,47 @@ class Decoder:
 
 
 def dump_checkpoint(
-    serde: SerializerProtocol, checkpoint: Checkpoint, new_versions: ChannelVersions
+    serde: SerializerProtocol, checkpoint: Checkpoint, new_versions: ChannelVersions,
+    cache: ObjectCache | None = None,
 ) -> tuple[str, bytes, dict[str, Any], list[SnapshotBlob]]:
-    """(type, data, channel_versions, blobs) to store; blobs only for channels whose version moved."""
-    versions = dict(checkpoint["channel_versions"])
+    """(type, data, blob versions, blobs) to store; blobs only for channels whose version moved.
+
+    Only the versions of channels stored as blobs go to the store's channel_versions (it finds blobs by
+    them); the others travel in ``data``, with the inline values. The id is the snapshot id: not repeated.
+    """
+    versions = checkpoint["channel_versions"]
     inline: dict[str, Any] = {}
+    blob_versions: dict[str, Any] = {}
     blobs: list[SnapshotBlob] = []
     for channel, value in checkpoint["channel_values"].items():
         if _inline(value):
             inline[channel] = value
-        elif channel in new_versions:
-            blobs.append(dump_blob(serde, channel, str(versions.get(channel, new_versions[channel])), value))
-    body = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions")}
+            continue
+        version = versions.get(channel, new_versions.get(channel))
+        if version is None:  # a value without a version: keep it with the checkpoint rather than lose it
+            inline[channel] = value
+            continue
+        blob_versions[channel] = version
+        if channel in new_versions:
+            blobs.append(dump_blob(serde, channel, str(version), value, cache))
+    body = {k: v for k, v in checkpoint.items() if k not in ("channel_values", "channel_versions", "id")}
     body["channel_values"] = inline
-    typ, data = serde.dumps_typed(body)
-    return typ, data, versions, blobs
+    body["channel_versions"] = {k: v for k, v in versions.items() if k not in blob_versions}
+    typ, data = _compress(*serde.dumps_typed(body))
+    return typ, data, blob_versions, blobs
 
 
 def load_checkpoint(decoder: Decoder, snap: Snapshot) -> Checkpoint:
-    body: dict[str, Any] = decoder.serde.loads_typed((snap.type, snap.data))
+    body: dict[str, Any] = decoder.serde.loads_typed(_decompress(snap.type, snap.data))
     values: dict[str, Any] = body.pop("channel_values", {})
     for channel, blob in snap.blobs.items():
         if channel not in values:
             values[channel] = decoder.blob(blob)
     body["channel_values"] = values
-    body["channel_versions"] = dict(snap.channel_versions)
+    versions: dict[str, Any] = body.pop("channel_versions", None) or {}
+    versions.update(snap.channel_versions)
+    body["channel_versions"] = versions
+    body["id"] = snap.snapshot_id
     return body  # type: ignore[return-value]
 
 
@@ -164,10 +262,12 @@ def is_fork(config: RunnableConfig, metadata: Mapping[str, Any]) -> bool:
     return metadata.get("step") != -1
 
 
+def load_write(serde: SerializerProtocol, w: SnapshotWrite) -> Any:
+    return serde.loads_typed(_decompress(w.type, w.data))
+
+
 def to_tuple(decoder: Decoder, snap: Snapshot) -> CheckpointTuple:
-    writes: list[PendingWrite] = [
-        (w.task_id, w.channel, decoder.serde.loads_typed((w.type, w.data))) for w in snap.writes
-    ]
+    writes: list[PendingWrite] = [(w.task_id, w.channel, load_write(decoder.serde, w)) for w in snap.writes]
     return CheckpointTuple(
         config=make_config(snap.conversation_id, snap.namespace, snap.snapshot_id, fork_point=not snap.is_head),
         checkpoint=load_checkpoint(decoder, snap),
@@ -187,6 +287,8 @@ def dump_writes(
     out = []
     for i, (channel, value) in enumerate(writes):
         typ, data = serde.dumps_typed(value)
+        if len(data) > 64:
+            typ, data = _compress(typ, data)
         out.append(SnapshotWrite(str(task_id), WRITES_IDX_MAP.get(channel, i), channel, typ, data, task_path))
     return out
 
@@ -198,7 +300,7 @@ def delta_history(
     out: dict[str, DeltaChannelHistory] = {}
     for channel, h in history.items():
         entry: DeltaChannelHistory = {
-            "writes": [(w.task_id, w.channel, serde.loads_typed((w.type, w.data))) for w in h.writes]
+            "writes": [(w.task_id, w.channel, load_write(serde, w)) for w in h.writes]
         }
         if h.seed is not None:
             entry["seed"] = decoder.blob(h.seed)
@@ -211,43 +313,102 @@ def matches(metadata: Mapping[str, Any], filter: Mapping[str, Any] | None) -> bo
     return not filter or all(metadata.get(k) == v for k, v in filter.items())
 
 
-class KnownChunks:
-    """Chunk hashes this saver has seen stored, per thread, so that a put sends each message's bytes once.
+#: A list blob is stored as the last list stored whole (its base) plus what was appended, as long as that
+#: is at most this many elements; else whole, and it becomes the base. Bases are whole, so a read follows
+#: one base at most, and a list of n elements costs O(n) hashes per version only once every
+#: ``MAX_APPENDED`` versions.
+MAX_APPENDED = 16
 
-    Only an optimisation: the store checks that every chunk sent by hash still exists and refuses the put
-    otherwise (then the saver sends the bytes). The lock guards a dict for microseconds, never I/O.
+
+class _Thread:
+    __slots__ = ("bases", "chunks")
+
+    def __init__(self) -> None:
+        self.chunks: set[str] = set()
+        #: (namespace, channel) -> (version, chunk hashes) of the last list seen stored whole
+        self.bases: dict[tuple[str, str], tuple[str, tuple[str, ...]]] = {}
+
+
+#: (channel if the blob is a list stored whole else "", version, every chunk hash of the blob)
+Stored = tuple[str, str, tuple[str, ...]]
+
+
+class KnownChunks:
+    """What this saver has seen stored, per thread, so that a put sends little more than what is new:
+
+    - chunks already stored go by hash, not bytes (each message's bytes are sent once);
+    - a list that extends the last list of its channel stored whole goes as that ``base`` plus the chunks
+      appended, so the store does not repeat the list of hashes either.
+
+    Only an optimisation: the store checks that every chunk and base sent by reference still exists and
+    refuses the put otherwise (then the saver sends whole blobs). The lock guards dicts for microseconds,
+    never I/O.
     """
 
     def __init__(self, max_threads: int = 1024, max_chunks: int = 50_000) -> None:
-        self._threads: OrderedDict[str, set[str]] = OrderedDict()
+        self._threads: OrderedDict[str, _Thread] = OrderedDict()
         self._lock = threading.Lock()
         self._max_threads = max_threads
         self._max_chunks = max_chunks
 
-    def substitute(self, thread_id: str, blobs: Sequence[SnapshotBlob]) -> tuple[list[SnapshotBlob], list[str]]:
-        """(blobs with known chunks replaced by their hash, every chunk hash of ``blobs``)."""
-        with self._lock:
-            known: set[str] | frozenset[str] = self._threads.get(thread_id, frozenset())
+    def substitute(
+        self, thread_id: str, namespace: str, blobs: Sequence[SnapshotBlob]
+    ) -> tuple[list[SnapshotBlob], list[Stored]]:
+        """(blobs to send, what :meth:`remember` needs once they are stored)."""
+        hashed = [
+            blob.hashes or tuple(p if isinstance(p, str) else chunk_hash(p) for p in blob.chunks) for blob in blobs
+        ]
+        with self._lock:  # membership tests only: no copy of the thread's sets
+            state = self._threads.get(thread_id)
+            known = set() if state is None else {h for hs in hashed for h in hs if h in state.chunks}
+            bases = [None if state is None else state.bases.get((namespace, b.channel)) for b in blobs]
         out: list[SnapshotBlob] = []
-        hashes: list[str] = []
-        for blob in blobs:
-            pieces: list[bytes | str] = []
-            for piece in blob.chunks:
-                h = piece if isinstance(piece, str) else chunk_hash(piece)
-                hashes.append(h)
-                pieces.append(h if h in known else piece)
-            out.append(SnapshotBlob(blob.channel, blob.version, blob.type, tuple(pieces)))
-        return out, hashes
+        stored: list[Stored] = []
+        for blob, hashes, base in zip(blobs, hashed, bases, strict=True):
+            pieces: Sequence[bytes | str] = blob.chunks
+            if (
+                blob.type == LIST_TYPE
+                and base is not None
+                and base[0] != blob.version
+                and len(base[1]) <= len(hashes) <= len(base[1]) + MAX_APPENDED
+                and hashes[: len(base[1])] == base[1]
+            ):
+                n = len(base[1])
+                sent = tuple(h if h in known else p for p, h in zip(pieces[n:], hashes[n:], strict=True))
+                out.append(SnapshotBlob(blob.channel, blob.version, blob.type, sent, base=base[0]))
+                stored.append(("", "", hashes))
+                continue
+            sent = tuple(h if h in known else p for p, h in zip(pieces, hashes, strict=True))
+            out.append(SnapshotBlob(blob.channel, blob.version, blob.type, sent))
+            stored.append((blob.channel if blob.type == LIST_TYPE else "", blob.version, hashes))
+        return out, stored
 
-    def remember(self, thread_id: str, hashes: Iterable[str]) -> None:
+    def remember(self, thread_id: str, namespace: str, stored: Iterable[Stored]) -> None:
+        """Chunks now stored; lists now stored whole (``channel`` set) become their channel's base."""
         with self._lock:
-            known = self._threads.pop(thread_id, set())
-            known.update(hashes)
-            if len(known) > self._max_chunks:
-                known = set()
-            self._threads[thread_id] = known
+            state = self._threads.pop(thread_id, None) or _Thread()
+            for channel, version, hashes in stored:
+                state.chunks.update(hashes)
+                if channel:
+                    state.bases[(namespace, channel)] = (version, hashes)
+            if len(state.chunks) > self._max_chunks:
+                state = _Thread()
+            self._threads[thread_id] = state
             while len(self._threads) > self._max_threads:
                 self._threads.popitem(last=False)
+
+    def remember_read(self, snap: Snapshot) -> None:
+        """Chunks and list versions of a snapshot just read: the next put of its thread builds on them."""
+        stored: list[Stored] = []
+        for b in snap.blobs.values():
+            if b.type != LIST_TYPE:
+                stored.append(("", "", b.hashes))
+            elif b.base is None:
+                stored.append((b.channel, b.version, b.hashes))
+            else:
+                stored.append((b.channel, b.base, b.hashes[: b.base_len]))
+                stored.append(("", "", b.hashes[b.base_len :]))
+        self.remember(snap.conversation_id, snap.namespace, stored)
 
     def forget(self, thread_ids: Iterable[str] | None = None) -> None:
         with self._lock:
@@ -255,3 +416,12 @@ class KnownChunks:
                 self._threads.clear()
             for t in thread_ids or ():
                 self._threads.pop(t, None)
+
+
+def all_whole(blobs: Sequence[SnapshotBlob]) -> list[Stored]:
+    """What :meth:`KnownChunks.remember` needs after ``blobs`` (bytes, no base) were stored."""
+    out: list[Stored] = []
+    for b in blobs:
+        hashes = b.hashes or tuple(p if isinstance(p, str) else chunk_hash(p) for p in b.chunks)
+        out.append((b.channel if b.type == LIST_TYPE else "", b.version, hashes))
+    return out

@@ -29,6 +29,7 @@ from pgagentstate.errors import NotFound
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
 from . import _codec as codec
+from ._objcache import ObjectCache
 from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
 
 
@@ -40,6 +41,11 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ``AsyncConnectionPool`` (the sync API may be used from other threads while its event loop runs).
     ``store=`` passes a core ``StateStore`` or ``AsyncStateStore`` instead. ``serde`` defaults to
     LangGraph's ``JsonPlusSerializer``; ``schema`` and ``tenant`` say where threads live.
+
+    ``message_cache=N`` (off by default) keeps up to N messages (list elements) deserialised and
+    serialised in memory, so that a step does not serialise or deserialise the unchanged history again.
+    Only for graphs whose nodes never mutate a message in place: the same message objects are then
+    shared by successive runs of a thread (see ``docs/langgraph.md``).
 
         with PostgresCheckpointer.from_conn_string(DB_URI) as checkpointer:
             checkpointer.setup()
@@ -56,10 +62,12 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         tenant: str = "default",
         pgbouncer: bool = False,
         max_size: int = 10,
+        message_cache: int = 0,
     ) -> None:
         super().__init__(serde=serde)
         self._stores = Stores(conn, store, schema=schema, tenant=tenant, pgbouncer=pgbouncer, max_size=max_size)
         self._known = codec.KnownChunks()
+        self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 
     @classmethod
     def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> Opened[PostgresCheckpointer]:
@@ -101,8 +109,8 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     def _loaded(self, snap: Snapshot | None) -> CheckpointTuple | None:
         if snap is None:
             return None
-        self._known.remember(snap.conversation_id, (h for b in snap.blobs.values() for h in b.hashes))
-        return codec.to_tuple(codec.Decoder(self.serde), snap)
+        self._known.remember_read(snap)
+        return codec.to_tuple(codec.Decoder(self.serde, self._cache), snap)
 
     def list(
         self,
@@ -115,7 +123,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         """Checkpoints newest first; one query however many, each distinct message decoded once."""
         call, post = _list_call(config, filter, before, limit)
         snaps = self._run(call)
-        decoder = codec.Decoder(self.serde)
+        decoder = codec.Decoder(self.serde, self._cache)
         for snap in post(snaps):
             yield codec.to_tuple(decoder, snap)
 
@@ -129,7 +137,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> AsyncIterator[CheckpointTuple]:
         call, post = _list_call(config, filter, before, limit)
         snaps = await self._arun(call)
-        decoder = codec.Decoder(self.serde)
+        decoder = codec.Decoder(self.serde, self._cache)
         for snap in post(snaps):
             yield codec.to_tuple(decoder, snap)
 
@@ -162,8 +170,8 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> tuple[StoreCall, str, str]:
         thread_id, ns, parent_id = codec.thread_of(config)
-        typ, data, versions, blobs = codec.dump_checkpoint(self.serde, checkpoint, new_versions)
-        sendable, hashes = self._known.substitute(thread_id, blobs)
+        typ, data, versions, blobs = codec.dump_checkpoint(self.serde, checkpoint, new_versions, self._cache)
+        sendable, stored = self._known.substitute(thread_id, ns, blobs)
         meta = codec.metadata_for(config, metadata)
         run_id = meta.get("run_id")
         kw = {
@@ -171,12 +179,13 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             "channel_versions": versions, "run_id": None if run_id is None else str(run_id),
             "forked": codec.is_fork(config, meta), "framework": codec.FRAMEWORK,
         }
-        retry = sendable != blobs  # some chunks go by hash: a NotFound may mean they were deleted meanwhile
+        # Some chunks or bases go by reference: a NotFound may mean they were deleted meanwhile.
+        retry = any(b.base is not None or any(isinstance(p, str) for p in b.chunks) for b in sendable)
         sid = checkpoint["id"]
 
         def call(s: Any) -> Any:
             if isinstance(s, AsyncStateStore):
-                return self._aput_snapshot(s, thread_id, sid, kw, sendable, blobs if retry else None, hashes)
+                return self._aput_snapshot(s, thread_id, sid, kw, sendable, blobs if retry else None, stored)
             try:
                 s.put_snapshot(thread_id, sid, blobs=sendable, **kw)
             except NotFound:
@@ -184,13 +193,15 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
                     raise
                 self._known.forget([thread_id])
                 s.put_snapshot(thread_id, sid, blobs=blobs, **kw)
-            self._known.remember(thread_id, hashes)
+                stored[:] = codec.all_whole(blobs)
+            self._known.remember(thread_id, ns, stored)
 
         return call, thread_id, ns
 
     async def _aput_snapshot(
         self, store: AsyncStateStore, thread_id: str, sid: str, kw: dict[str, Any],
-        sendable: Sequence[SnapshotBlob], full: Sequence[SnapshotBlob] | None, hashes: Sequence[str],
+        sendable: Sequence[SnapshotBlob], full: Sequence[SnapshotBlob] | None,
+        stored: Sequence[codec.Stored],
     ) -> None:
         try:
             await store.put_snapshot(thread_id, sid, blobs=sendable, **kw)
@@ -199,7 +210,8 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
                 raise
             self._known.forget([thread_id])
             await store.put_snapshot(thread_id, sid, blobs=full, **kw)
-        self._known.remember(thread_id, hashes)
+            stored = codec.all_whole(full)
+        self._known.remember(thread_id, kw["namespace"], stored)
 
     def put_writes(
         self,

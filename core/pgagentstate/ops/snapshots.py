@@ -4,7 +4,8 @@ A snapshot is an opaque ``(type, data)`` pair plus JSON ``metadata`` (filterable
 (``{channel: version}``). The larger channel values travel as blobs: an ordered list of chunks, each stored
 once per conversation under the hash of its bytes. A caller that splits a growing list into one chunk per
 element makes every version share the chunks of the previous one, so a 50-turn message history costs its
-messages once, not 50 times over.
+messages once, not 50 times over. A blob may also name a ``base``: another version of its channel whose list
+it extends, so that the list of hashes is not stored again either — only what was appended.
 
 Chains do not fork silently: a snapshot that is not marked ``forked`` must be the only non-forked child of
 its parent (and a parentless one the only non-forked root of its namespace), else
@@ -39,6 +40,12 @@ class SnapshotBlob:
     chunks: tuple[bytes | str, ...]
     #: on reads: the hash of each chunk
     hashes: tuple[str, ...] = ()
+    #: the version of the same channel (conversation and namespace) whose chunks come first. To store:
+    #: ``chunks`` holds only the ones appended to it, and the store refuses the put (NotFound) unless that
+    #: version is stored whole (without a base of its own). On reads: ``chunks`` is the whole list, of which
+    #: the first ``base_len`` come from the base.
+    base: str | None = None
+    base_len: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +139,7 @@ def put(
     versions: list[str] = []
     types: list[str] = []
     lists: list[str] = []
+    bases: list[str | None] = []
     for i, blob in enumerate(blobs):
         hashes = []
         for j, piece in enumerate(blob.chunks):
@@ -147,6 +155,11 @@ def put(
         versions.append(check_text(str(blob.version), f"blobs[{i}].version", lim, allow_empty=False))
         types.append(check_text(blob.type, f"blobs[{i}].type", lim))
         lists.append(" ".join(hashes))
+        if blob.base is not None:
+            check_text(blob.base, f"blobs[{i}].base", lim, allow_empty=False)
+            if blob.base == versions[-1]:
+                raise InvalidInput(f"blobs[{i}].base must be another version", path=f"blobs[{i}].base")
+        bases.append(blob.base)
     params = {
         "conversation_id": conversation_id,
         "namespace": namespace,
@@ -165,6 +178,7 @@ def put(
         "versions": versions,
         "types": types,
         "chunk_lists": lists,
+        "bases": bases,
     }
     stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
     if parent_id is None:
@@ -186,7 +200,10 @@ def put(
             what=f"snapshot chain of {conversation_id!r} (namespace {namespace!r}): parent",
         ) from None
     if not results[-1]:
-        raise NotFound(f"chunks passed by hash are not stored in conversation {conversation_id!r}; send their bytes")
+        raise NotFound(
+            f"chunks passed by hash, or base versions of blobs, are not stored in conversation "
+            f"{conversation_id!r}; send the whole blobs"
+        )
 
 
 def put_writes(
@@ -243,17 +260,41 @@ def _rows_by_kind(rows: Sequence[Row]) -> tuple[dict[str, list[Row]], dict[tuple
     for r in rows:
         if r[0] == "c":
             chunks[(r[1], r[5])] = bytes(r[7])
+        elif r[0] == "C":
+            data, pos = memoryview(r[7]), 0
+            for h in r[8].split(" "):
+                n = int.from_bytes(data[pos : pos + 4], "big")
+                chunks[(r[1], h)] = bytes(data[pos + 4 : pos + 4 + n])
+                pos += 4 + n
         else:
             kinds[r[0]].append(r)
     return kinds, chunks
 
 
-def _blob(row: Row, chunks: Mapping[tuple[str, str], bytes]) -> SnapshotBlob:
+BlobKey = tuple[str, str, str, str]
+
+
+def _blob_rows(rows: Sequence[Row]) -> dict[BlobKey, Row]:
+    return {(r[1], r[2], r[5], r[8]): r for r in rows}
+
+
+def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Mapping[tuple[str, str], bytes]) -> SnapshotBlob:
+    """The blob of a 'b' row with its whole list of chunks: its base's chunks (bases are whole), then its own."""
+    hashes: tuple[str, ...] = tuple(row[10])
+    base_len = 0
+    if row[9] is not None:
+        base = rows.get((row[1], row[2], row[5], row[9]))
+        if base is None:  # deleted under a concurrent prune
+            raise NotFound(f"base {row[9]!r} of channel {row[5]!r} at version {row[8]!r} is missing")
+        base_len = len(base[10])
+        hashes = tuple(base[10]) + hashes
     # A chunk that is missing (deleted under a concurrent prune) makes the blob unreadable rather than wrong.
-    pieces = tuple(chunks[(row[1], h)] for h in row[10] if (row[1], h) in chunks)
-    if len(pieces) != len(row[10]):
+    pieces = tuple(chunks[(row[1], h)] for h in hashes if (row[1], h) in chunks)
+    if len(pieces) != len(hashes):
         raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing")
-    return SnapshotBlob(channel=row[5], version=row[8], type=row[6], chunks=pieces, hashes=tuple(row[10]))
+    return SnapshotBlob(
+        channel=row[5], version=row[8], type=row[6], chunks=pieces, hashes=hashes, base=row[9], base_len=base_len
+    )
 
 
 def _write(row: Row) -> SnapshotWrite:
@@ -293,9 +334,8 @@ def read(
         limit=limit,
     )
     kinds, chunks = _rows_by_kind(rows)
-    blobs: dict[tuple[str, str, str, str], SnapshotBlob] = {}
-    for r in kinds["b"]:
-        blobs[(r[1], r[2], r[5], r[8])] = _blob(r, chunks)
+    blob_rows = _blob_rows(kinds["b"])
+    blobs: dict[BlobKey, SnapshotBlob] = {}
     writes: dict[tuple[str, str, str], list[SnapshotWrite]] = {}
     for r in kinds["w"]:
         writes.setdefault((r[1], r[2], r[3]), []).append(_write(r))
@@ -305,7 +345,10 @@ def read(
         versions = decode_text(r[9])
         found = {}
         for ch, v in versions.items():
-            blob = blobs.get((conv, ns, ch, str(v)))
+            key = (conv, ns, ch, str(v))
+            blob = blobs.get(key)
+            if blob is None and key in blob_rows:
+                blob = blobs[key] = _blob(blob_rows[key], blob_rows, chunks)
             if blob is not None:
                 found[ch] = blob
         out.append(
@@ -353,7 +396,8 @@ def chain(
     kinds, chunks = _rows_by_kind(rows)
     ancestors = sorted(kinds["a"], key=lambda r: r[11])
     depth = {r[3]: r[11] for r in ancestors}
-    seeds = {r[5]: _blob(r, chunks) for r in kinds["b"]}
+    blob_rows = _blob_rows(kinds["b"])
+    seeds = {r[5]: _blob(r, blob_rows, chunks) for r in kinds["b"] if r[12]}
     per_channel: dict[str, list[tuple[int, SnapshotWrite]]] = {c: [] for c in names}
     for r in kinds["w"]:
         if r[5] in per_channel:

@@ -5,8 +5,11 @@
 -- chunks of those blobs (each distinct chunk once) and its pending writes arrive in one statement:
 --   kind  conversation_id namespace snapshot_id parent_id key     type data  text1     text2            chunks  idx   flag
 --   's'   conv            ns        id          parent    -       type data  metadata  channel_versions -       -     is_head
---   'b'   conv            ns        -           -         channel type -     version   -                hashes  -     -
+--   'b'   conv            ns        -           -         channel type -     version   base             hashes  -     -
 --   'c'   conv            -         -           -         hash    -    data  -         -                -       -     -
+--   'C'   conv            -         -           -         -       -    data  hashes    -                -       -     -
+--         (every chunk of the conversation the other rows need, at once: ``data`` holds each chunk as a
+--          4-byte big-endian length and its bytes, in the order of the space-separated ``hashes``)
 --   'w'   conv            ns        id          task_path channel type data  task_id   -                -       idx   -
 --   'a'   conv            ns        id          -         -       -    -     -         -                seeded  depth -
 
@@ -14,22 +17,31 @@
 -- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
 -- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx.
 -- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
--- exist, nothing is written (0 rows) and the caller sends them again.
+-- exist, nothing is written (0 rows) and the caller sends them again. The same goes for the %(bases)s of
+-- blobs that extend another version of their channel: a base must be stored whole (no base of its own),
+-- so that a read follows at most one base.
 WITH ok AS (
-    SELECT count(*) = cardinality(%(known)s::text[]) AS ok
-    FROM {schema}.snapshot_chunks k
-    WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s AND k.hash = ANY(%(known)s::text[])
+    SELECT (SELECT count(*) FROM {schema}.snapshot_chunks k
+            WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
+              AND k.hash = ANY(%(known)s::text[])) = cardinality(%(known)s::text[])
+       AND (SELECT count(*) FROM unnest(%(channels)s::text[], %(bases)s::text[]) AS x(channel, base)
+            JOIN {schema}.snapshot_blobs b
+              ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
+             AND b.namespace = %(namespace)s AND b.channel = x.channel AND b.version = x.base
+             AND b.base IS NULL)
+           = cardinality(array_remove(%(bases)s::text[], NULL)) AS ok
 ), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
     SELECT %(tenant)s, %(conversation_id)s, x.hash, x.data
     FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
     ON CONFLICT DO NOTHING
 ), blobs AS (
-    INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks)
+    INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
     SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, x.channel, x.version, x.type,
-           string_to_array(x.chunks, ' ')
-    FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(chunk_lists)s::text[])
-         AS x(channel, version, type, chunks)
+           string_to_array(x.chunks, ' '), x.base
+    FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(chunk_lists)s::text[],
+                %(bases)s::text[])
+         AS x(channel, version, type, chunks, base)
     WHERE (SELECT ok FROM ok)
     ON CONFLICT DO NOTHING
 ), touched AS (
@@ -86,7 +98,10 @@ WHERE EXCLUDED.idx < 0
 
 -- name: snapshot_read
 -- Newest first. NULL parameters do not filter; %(snapshot_id)s NULL with %(limit)s 1 is "the latest".
--- Each blob and each chunk is sent once, however many of the selected snapshots share it.
+-- Each blob and each chunk is sent once, however many of the selected snapshots share it; blobs that
+-- extend a base come with their bases. The chunks of a conversation come in one 'C' row (see the header).
+-- Lookups go through LATERAL ... LIMIT 1 subqueries so that each one is an index probe whatever the
+-- statistics say: a join would be free to scan every blob or chunk of the thread (or of the tenant).
 WITH sel AS MATERIALIZED (
     SELECT s.conversation_id, s.namespace, s.snapshot_id, s.parent_id, s.type, s.data, s.metadata,
            s.channel_versions
@@ -99,13 +114,27 @@ WITH sel AS MATERIALIZED (
       AND (%(filter)s::jsonb IS NULL OR s.metadata @> %(filter)s::jsonb)
     ORDER BY s.snapshot_id DESC
     LIMIT %(limit)s
+), direct AS MATERIALIZED (
+    SELECT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks, b.base
+    FROM (SELECT DISTINCT sel.conversation_id, sel.namespace, v.channel, v.version
+          FROM sel CROSS JOIN LATERAL jsonb_each_text(sel.channel_versions) AS v(channel, version)) AS k
+    CROSS JOIN LATERAL (
+        SELECT b.* FROM {schema}.snapshot_blobs b
+        WHERE b.tenant_id = %(tenant)s AND b.conversation_id = k.conversation_id AND b.namespace = k.namespace
+          AND b.channel = k.channel AND b.version = k.version
+        LIMIT 1) AS b
 ), refs AS MATERIALIZED (
-    SELECT DISTINCT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks
-    FROM sel
-    CROSS JOIN LATERAL jsonb_each_text(sel.channel_versions) AS v(channel, version)
-    JOIN {schema}.snapshot_blobs b
-      ON b.tenant_id = %(tenant)s AND b.conversation_id = sel.conversation_id AND b.namespace = sel.namespace
-     AND b.channel = v.channel AND b.version = v.version
+    -- The blobs and the bases they extend (stored whole: one level).
+    SELECT * FROM direct
+  UNION
+    SELECT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks, b.base
+    FROM (SELECT DISTINCT d.conversation_id, d.namespace, d.channel, d.base FROM direct d
+          WHERE d.base IS NOT NULL) AS r
+    CROSS JOIN LATERAL (
+        SELECT b.* FROM {schema}.snapshot_blobs b
+        WHERE b.tenant_id = %(tenant)s AND b.conversation_id = r.conversation_id AND b.namespace = r.namespace
+          AND b.channel = r.channel AND b.version = r.base
+        LIMIT 1) AS b
 )
 SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.parent_id, NULL::text, sel.type,
        sel.data, sel.metadata::text, sel.channel_versions::text, NULL::text[], NULL::int,
@@ -114,21 +143,28 @@ SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.paren
                      AND n.namespace = sel.namespace AND n.snapshot_id > sel.snapshot_id)
 FROM sel
 UNION ALL
-SELECT 'b', r.conversation_id, r.namespace, NULL, NULL, r.channel, r.type, NULL, r.version, NULL, r.chunks, NULL,
+SELECT 'b', r.conversation_id, r.namespace, NULL, NULL, r.channel, r.type, NULL, r.version, r.base, r.chunks, NULL,
        NULL
 FROM refs r
 UNION ALL
-SELECT 'c', c.conversation_id, NULL, NULL, NULL, c.hash, NULL, c.data, NULL, NULL, NULL, NULL, NULL
+SELECT 'C', h.conversation_id, NULL, NULL, NULL, NULL, NULL,
+       string_agg(int4send(octet_length(c.data)) || c.data, ''::bytea ORDER BY h.hash),
+       string_agg(h.hash, ' ' ORDER BY h.hash), NULL, NULL, NULL, NULL
 FROM (SELECT DISTINCT r.conversation_id, unnest(r.chunks) AS hash FROM refs r) AS h
-JOIN {schema}.snapshot_chunks c
-  ON c.tenant_id = %(tenant)s AND c.conversation_id = h.conversation_id AND c.hash = h.hash
+CROSS JOIN LATERAL (
+    SELECT c.data FROM {schema}.snapshot_chunks c
+    WHERE c.tenant_id = %(tenant)s AND c.conversation_id = h.conversation_id AND c.hash = h.hash
+    LIMIT 1) AS c
+GROUP BY h.conversation_id
 UNION ALL
 SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
        NULL, NULL, w.idx, NULL
 FROM sel
-JOIN {schema}.snapshot_writes w
-  ON w.tenant_id = %(tenant)s AND w.conversation_id = sel.conversation_id AND w.namespace = sel.namespace
- AND w.snapshot_id = sel.snapshot_id
+CROSS JOIN LATERAL (
+    SELECT w.* FROM {schema}.snapshot_writes w
+    WHERE w.tenant_id = %(tenant)s AND w.conversation_id = sel.conversation_id AND w.namespace = sel.namespace
+      AND w.snapshot_id = sel.snapshot_id
+    OFFSET 0) AS w
 
 -- name: snapshot_chain
 -- Walks the parents of %(snapshot_id)s (not the snapshot itself), nearest first, until every channel in
@@ -168,21 +204,30 @@ WITH RECURSIVE chain AS (
     WHERE cardinality(c.remaining) > 0
 ), chain_m AS MATERIALIZED (
     SELECT * FROM chain
-), seeds AS MATERIALIZED (
-    SELECT b.channel, b.version, b.type, b.chunks
+), seed_blobs AS MATERIALIZED (
+    SELECT b.channel, b.version, b.type, b.chunks, b.base, true AS seed
     FROM chain_m c
     CROSS JOIN LATERAL unnest(c.seeded) AS s(channel)
     JOIN {schema}.snapshot_blobs b
       ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
      AND b.channel = s.channel AND b.version = c.channel_versions ->> s.channel
     WHERE %(payload)s
+), seeds AS MATERIALIZED (
+    -- The seeds and the bases they extend (stored whole: one level).
+    SELECT * FROM seed_blobs
+  UNION
+    SELECT b.channel, b.version, b.type, b.chunks, b.base, false
+    FROM seed_blobs s
+    JOIN {schema}.snapshot_blobs b
+      ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
+     AND b.channel = s.channel AND b.version = s.base
 )
 SELECT 'a'::text, %(conversation_id)s::text, %(namespace)s::text, c.snapshot_id, NULL::text, NULL::text,
        NULL::text, NULL::bytea, NULL::text, NULL::text, c.seeded, c.depth, NULL::bool
 FROM chain_m c
 UNION ALL
-SELECT 'b', %(conversation_id)s, %(namespace)s, NULL, NULL, s.channel, s.type, NULL, s.version, NULL, s.chunks,
-       NULL, NULL
+SELECT 'b', %(conversation_id)s, %(namespace)s, NULL, NULL, s.channel, s.type, NULL, s.version, s.base, s.chunks,
+       NULL, s.seed
 FROM seeds s
 UNION ALL
 SELECT 'c', c.conversation_id, NULL, NULL, NULL, c.hash, NULL, c.data, NULL, NULL, NULL, NULL, NULL
@@ -214,11 +259,21 @@ SELECT DISTINCT gone.conversation_id FROM gone
 -- name: snapshot_blobs_gc
 -- Blobs that no remaining snapshot of their namespace references. One statement, one snapshot of the
 -- data: a put that commits meanwhile brings its snapshot and its blobs together, so neither is seen.
-WITH used AS (
+-- The bases a used blob extends are used too (bases are stored whole: one level).
+WITH direct AS MATERIALIZED (
     SELECT DISTINCT s.conversation_id, s.namespace, v.channel, v.version
     FROM {schema}.snapshots s
     CROSS JOIN LATERAL jsonb_each_text(s.channel_versions) AS v(channel, version)
     WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
+), used AS (
+    SELECT * FROM direct
+  UNION
+    SELECT u.conversation_id, u.namespace, u.channel, b.base
+    FROM direct u
+    JOIN {schema}.snapshot_blobs b
+      ON b.tenant_id = %(tenant)s AND b.conversation_id = u.conversation_id AND b.namespace = u.namespace
+     AND b.channel = u.channel AND b.version = u.version
+    WHERE b.base IS NOT NULL
 )
 DELETE FROM {schema}.snapshot_blobs b
 WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s::text[])
@@ -302,8 +357,8 @@ WHERE c.tenant_id = %(tenant)s AND c.conversation_id = %(source)s
 ON CONFLICT DO NOTHING
 
 -- name: snapshot_copy_blobs
-INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks)
-SELECT b.tenant_id, %(target)s, b.namespace, b.channel, b.version, b.type, b.chunks
+INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
+SELECT b.tenant_id, %(target)s, b.namespace, b.channel, b.version, b.type, b.chunks, b.base
 FROM {schema}.snapshot_blobs b
 WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(source)s
 ON CONFLICT DO NOTHING

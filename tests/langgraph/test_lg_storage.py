@@ -1,0 +1,177 @@
+"""How PostgresCheckpointer stores checkpoints: lists that extend a base, short versions, compressed
+bodies, the opt-in message cache — and that every path that deletes or copies keeps them readable."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Annotated, Any
+
+import psycopg
+from langchain_core.messages import HumanMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.channels.delta import DeltaChannel
+from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import END, START, StateGraph
+from lg_graphs import cfg, three_nodes
+from psycopg import sql
+from typing_extensions import TypedDict
+
+from pgagentstate.langgraph import PostgresCheckpointer
+
+
+def blob_rows(dsn: str, schema: str, thread: str, channel: str) -> list[tuple[str, str | None, int]]:
+    """(version, base, number of hashes stored) of each blob of a channel."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT version, base, cardinality(chunks) FROM {}.snapshot_blobs "
+                    "WHERE conversation_id = %s AND channel = %s").format(sql.Identifier(schema)),
+            (thread, channel),
+        ).fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def contents(saver: PostgresCheckpointer, thread: str) -> list[str]:
+    state = three_nodes().compile(checkpointer=saver).get_state(cfg(thread))
+    return [str(m.content) for m in state.values["messages"]]
+
+
+def run_turns(saver: PostgresCheckpointer, thread: str, turns: range, run_ids: list[str] | None = None) -> None:
+    graph = three_nodes().compile(checkpointer=saver)
+    for turn in turns:
+        config: RunnableConfig = cfg(thread)
+        if run_ids is not None:
+            run_ids.append(str(uuid.uuid4()))
+            config = {**config, "metadata": {"run_id": run_ids[-1]}}  # as LangGraph's server records runs
+        graph.invoke({"messages": [HumanMessage(f"turn {turn}")]}, config)
+
+
+def expected(turns: range) -> list[str]:
+    return [text for t in turns for text in (f"turn {t}", f"echo: turn {t}")]
+
+
+def test_versions_sort_as_strings_in_numeric_order(saver: PostgresCheckpointer) -> None:
+    versions: list[str] = []
+    current: str | None = None
+    for _ in range(1400):  # past 36 and 1296: the counter gets a second and a third base-36 digit
+        current = saver.get_next_version(current, None)
+        versions.append(current)
+    assert versions == sorted(versions) and len(set(versions)) == len(versions)
+    assert max(len(v) for v in versions) <= 11  # PostgresSaver: 49
+    # Versions of threads written by earlier releases (zero-padded decimal) keep counting, and sort lower.
+    old = "000000000012.1a2b3c4d"
+    after = saver.get_next_version(old, None)
+    assert after > old and after.startswith("ad.")  # 13 is "d" in base 36: one digit, so "a"
+    # Counters from other savers (ints) continue too.
+    assert saver.get_next_version(7, None).startswith("a8.")  # type: ignore[arg-type]
+
+
+def test_a_growing_list_stores_each_hash_about_once(saver: PostgresCheckpointer, dsn: str, schema: str) -> None:
+    run_turns(saver, "grow", range(40))
+    assert contents(saver, "grow") == expected(range(40))
+    rows = blob_rows(dsn, schema, "grow", "messages")
+    based = [r for r in rows if r[1] is not None]
+    assert based, "no list was stored as an extension of a base"
+    whole = {r[0] for r in rows if r[1] is None}
+    assert all(r[1] in whole for r in based)  # a base is always stored whole: reads follow one level
+    stored = sum(r[2] for r in rows)
+    as_lists = sum(range(1, 81))  # what storing each version's whole list of hashes would take
+    assert stored < as_lists / 4
+
+
+def test_keep_latest_prune_keeps_the_base_of_the_latest_list(saver: PostgresCheckpointer) -> None:
+    run_turns(saver, "pruned", range(21))
+    saver.prune(["pruned"], strategy="keep_latest")
+    assert len(list(saver.list(cfg("pruned")))) == 1
+    assert contents(saver, "pruned") == expected(range(21))
+    run_turns(saver, "pruned", range(21, 23))  # the next put extends what survived
+    assert contents(saver, "pruned") == expected(range(23))
+
+
+def test_delete_for_runs_and_copy_thread_keep_bases(saver: PostgresCheckpointer) -> None:
+    runs: list[str] = []
+    run_turns(saver, "src", range(20), runs)
+    saver.delete_for_runs(runs[-7:])
+    assert contents(saver, "src") == expected(range(13))
+    saver.copy_thread("src", "dst")
+    run_turns(saver, "dst", range(13, 15))
+    assert contents(saver, "dst") == expected(range(15))
+    run_turns(saver, "src", range(13, 14))
+    assert contents(saver, "src") == expected(range(14))
+
+
+def test_every_stored_checkpoint_reads_back(saver: PostgresCheckpointer) -> None:
+    """list() rebuilds every checkpoint's lists from bases, chunks and compressed bodies exactly."""
+    run_turns(saver, "all", range(12))
+    history = list(saver.list(cfg("all")))
+    assert len(history) == 12 * 5
+    counts = [len(t.checkpoint["channel_values"].get("messages", [])) for t in history]
+    assert counts == sorted(counts, reverse=True) and counts[0] == 24
+    for t in history:
+        same = saver.get_tuple(t.config)
+        assert same is not None and same.checkpoint == t.checkpoint and same.metadata == t.metadata
+
+
+def put_list(saver: PostgresCheckpointer, thread: str, messages: list[Any], version: str) -> None:
+    cp = empty_checkpoint()
+    cp["channel_values"] = {"messages": messages}
+    cp["channel_versions"] = {"messages": version}
+    latest = saver.get_tuple(cfg(thread))
+    conf: dict[str, Any] = {"thread_id": thread, "checkpoint_ns": ""}
+    if latest is not None:
+        conf["checkpoint_id"] = latest.checkpoint["id"]
+    saver.put({"configurable": conf}, cp, {"source": "loop", "step": 0 if latest else -1, "parents": {}},
+              {"messages": version})
+
+
+def test_message_cache_gives_the_same_checkpoints(dsn: str, schema: str) -> None:
+    with PostgresCheckpointer.from_conn_string(dsn, schema=schema, message_cache=1000) as cached, \
+            PostgresCheckpointer.from_conn_string(dsn, schema=schema) as plain:
+        run_turns(cached, "cached", range(8))
+        assert contents(plain, "cached") == contents(cached, "cached") == expected(range(8))
+        run_turns(plain, "cached", range(8, 10))  # another process wrote meanwhile
+        run_turns(cached, "cached", range(10, 12))
+        assert contents(plain, "cached") == expected(range(12))
+
+
+def test_message_cache_notices_a_reassigned_field(dsn: str, schema: str) -> None:
+    m1, m2 = HumanMessage("first", id="m1"), HumanMessage("second", id="m2")
+    with PostgresCheckpointer.from_conn_string(dsn, schema=schema, message_cache=1000) as cached, \
+            PostgresCheckpointer.from_conn_string(dsn, schema=schema) as plain:
+        put_list(cached, "edited", [m1], "a1.aaaaaa")
+        m1.content = "first, edited"  # a node that edits a message instead of returning a new one
+        put_list(cached, "edited", [m1, m2], "a2.aaaaaa")
+        latest = plain.get_tuple(cfg("edited"))
+        assert latest is not None
+        assert [m.content for m in latest.checkpoint["channel_values"]["messages"]] == ["first, edited", "second"]
+
+
+def concat(state: list[str], writes: Any) -> list[str]:
+    return state + [x for batch in writes for x in batch]
+
+
+class Log(TypedDict):
+    log: Annotated[list[str], DeltaChannel(concat, snapshot_frequency=3)]
+
+
+def test_delta_channel_is_rebuilt_from_its_seed_and_writes(saver: PostgresCheckpointer) -> None:
+    """A DeltaChannel stores a snapshot every few updates and writes in between: get_state rebuilds it
+    through get_delta_channel_history (one query), also after keep_latest pruning."""
+    def step(state: Log) -> dict[str, Any]:
+        return {"log": [f"seen {len(state['log'])}"]}
+
+    builder = StateGraph(Log)
+    builder.add_node("step", step)
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+    graph = builder.compile(checkpointer=saver)
+    want: list[str] = []
+    for turn in range(7):
+        graph.invoke({"log": [f"in {turn}"]}, cfg("delta"))
+        want += [f"in {turn}", f"seen {len(want) + 1}"]
+    assert graph.get_state(cfg("delta")).values["log"] == want
+    history = saver.get_delta_channel_history(config=cfg("delta"), channels=["log"])
+    assert "log" in history and history["log"]["writes"] and "seed" in history["log"]
+    saver.prune(["delta"], strategy="keep_latest")
+    assert graph.get_state(cfg("delta")).values["log"] == want
+    graph.invoke({"log": ["after"]}, cfg("delta"))
+    assert graph.get_state(cfg("delta")).values["log"] == [*want, "after", f"seen {len(want) + 1}"]
