@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import os
 
 import psycopg
@@ -175,3 +176,20 @@ def test_env_key_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     assert provider.active_key_id() == "new" and provider.get_key("old") == base64.b64decode(k1)
     monkeypatch.setenv("PGAGENTSTATE_ENCRYPTION_ACTIVE_KEY", "old")
     assert EnvKeyProvider().active_key_id() == "old"
+
+
+def test_rotate_keys_command(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from pgagentstate.cli import main
+
+    with encrypted(dsn, schema) as store:
+        fill(store)
+    k1, k2 = base64.b64encode(K1).decode(), base64.b64encode(K2).decode()
+    monkeypatch.setenv("PGAGENTSTATE_ENCRYPTION_KEYS", f"k1:{k1},k2:{k2}")
+    assert main(["rotate-keys", "--dsn", dsn, "--schema", schema, "--batch-size", "3", "--json"]) == 0
+    counts = json.loads(capsys.readouterr().out)
+    assert counts["events"] == 3 and counts["memories"] == 1
+    assert "\ue000Ek1:" not in dump(dsn, schema)
+    monkeypatch.delenv("PGAGENTSTATE_ENCRYPTION_KEYS")
+    assert main(["rotate-keys", "--dsn", dsn, "--schema", schema]) == 2

@@ -599,6 +599,30 @@ def cmd_ui(args: argparse.Namespace) -> int:
 # --- registration -------------------------------------------------------------------------------------------
 
 
+def cmd_rotate_keys(args: argparse.Namespace) -> int:
+    """Re-encrypt every stored ciphertext with the active key of ``$PGAGENTSTATE_ENCRYPTION_KEYS``."""
+    if not os.environ.get("PGAGENTSTATE_ENCRYPTION_KEYS"):
+        print(
+            "pgagentstate: set PGAGENTSTATE_ENCRYPTION_KEYS (and PGAGENTSTATE_ENCRYPTION_ACTIVE_KEY)", file=sys.stderr
+        )
+        return 2
+    progress = Progress()
+
+    def report(table: str, scanned: int, rewritten: int) -> None:
+        progress(f"{table} ({rewritten} re-encrypted)", scanned, scanned)
+
+    with open_store(args) as store:
+        counts = store.rotate_keys(
+            all_tenants=args.all_tenants,
+            batch_size=args.batch_size,
+            include_plaintext=args.include_plaintext,
+            progress=report,
+        )
+    progress.finish()
+    emit(args, counts, lambda: "\n".join(f"{table:<20} {n} re-encrypted" for table, n in counts.items()))
+    return 0
+
+
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     """Register the operator subcommands on the ``pgagentstate`` parser."""
 
@@ -614,6 +638,11 @@ def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument("--pool-size", type=int, default=10, help="max_size of your application's pool (default 10)")
     p.add_argument("--processes", type=int, default=1, help="application processes sharing the server (default 1)")
     p.add_argument("--tenant-isolation", action="store_true", help="your application uses tenant_isolation=True")
+
+    p = add("rotate-keys", cmd_rotate_keys, "re-encrypt stored values with the active key (resumable)")
+    p.add_argument("--all-tenants", action="store_true", help="every tenant, not only --tenant (run as the owner)")
+    p.add_argument("--batch-size", type=int, default=500)
+    p.add_argument("--include-plaintext", action="store_true", help="also encrypt rows written before encryption")
 
     p = add("conversations", cmd_conversations, "list conversations with their health")
     p.add_argument("--app")
