@@ -50,6 +50,7 @@ from .ops import workflow as workflow_ops
 from .ops.base import Call, Ctx, Op, Sleep, Stmt, Tx
 from .queries import query, with_schema
 from .sanitize import Sanitizer
+from .telemetry import Telemetry
 from .validation import StateSchema
 
 T = TypeVar("T")
@@ -172,6 +173,7 @@ class AsyncStateStore:
             else _AsyncSource(replica, min_size=min_size, max_size=max_size, pgbouncer=self._pgbouncer)
         )
         self._cipher = Cipher(encryption) if encryption is not None else None
+        self._telemetry = Telemetry()
         self._ctx = Ctx(
             tenant=self._tenant,
             limits=self._limits,
@@ -214,6 +216,10 @@ class AsyncStateStore:
         clone._ctx = dataclasses.replace(self._ctx, tenant=clone._tenant)
         return clone
 
+    def stats(self) -> dict[str, Any]:
+        """Operation counts, conflicts, retries and errors of this process's store (and its tenant clones)."""
+        return self._telemetry.snapshot()
+
     async def close(self) -> None:
         """Close the pool if the store created it (a pool or connection passed in stays open)."""
         await self._source.close()
@@ -234,12 +240,16 @@ class AsyncStateStore:
         held_conn: AsyncConnection[Any] | None = None
         result: Any = None
         error: BaseException | None = None
+        observation = self._telemetry.observe(op, self._tenant)
         try:
             while True:
                 try:
                     cmd = op.throw(error) if error is not None else op.send(result)
                 except StopIteration as stop:
+                    observation.finish(None)
                     return stop.value  # type: ignore[no-any-return]
+                if error is not None:  # the operation recovered from the error: a retry or a fallback
+                    observation.retried()
                 result, error = None, None
                 try:
                     if isinstance(cmd, Tx):
@@ -273,6 +283,9 @@ class AsyncStateStore:
                     error = translate(exc) if isinstance(exc, psycopg.Error) else exc
                     if error is not exc:
                         error.__cause__ = exc
+        except BaseException as exc:
+            observation.finish(exc)
+            raise
         finally:
             if held is not None:
                 stop_exc = RuntimeError("operation abandoned")
