@@ -329,7 +329,7 @@ class AsyncStateStore:
         if stmt.script is not None:
             return await conn.execute(with_schema(stmt.script, self._schema))
         params = {"tenant": self._tenant, **stmt.params}
-        return await conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare)
+        return await conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
 
     async def _one(self, conn: AsyncConnection[Any], stmt: Stmt) -> Any:
         return await _fetch(await self._send(conn, stmt), stmt)

@@ -40,9 +40,10 @@ def with_schema(text: str, schema: str) -> sql.Composed:
 
 
 @cache
-def query(name: str, schema: str) -> sql.Composed:
-    """The statement ``name`` for ``schema``, composed once and cached."""
-    return with_schema(_raw()[name], schema)
+def query(name: str, schema: str) -> bytes:
+    """The statement ``name`` for ``schema``, rendered once and cached as bytes: psycopg would otherwise
+    render a composed statement again on every execution (15 us for the larger ones)."""
+    return with_schema(_raw()[name], schema).as_bytes(None)
 
 
 def names() -> list[str]:

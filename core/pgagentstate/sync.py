@@ -328,7 +328,7 @@ class StateStore:
         if stmt.script is not None:
             return conn.execute(with_schema(stmt.script, self._schema))
         params = {"tenant": self._tenant, **stmt.params}
-        return conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare)
+        return conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
 
     def _one(self, conn: Connection[Any], stmt: Stmt) -> Any:
         return _fetch(self._send(conn, stmt), stmt)

@@ -30,6 +30,7 @@ class Stmt:
     params: Mapping[str, Any] = field(default_factory=dict)
     fetch: Fetch = "all"
     script: str | None = None
+    binary: bool = False  # results in binary format: bytea arrives as bytes, not as hex text to decode
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,9 +83,10 @@ def one(name: str, /, **params: Any) -> Op[Row | None]:
     return row  # type: ignore[no-any-return]
 
 
-def many(name: str, /, *, replica: bool = False, **params: Any) -> Op[list[Row]]:
-    """Run one statement in its own transaction; all its rows. ``replica``: may run on a read replica."""
-    (rows,) = yield Tx((Stmt(name, params, "all"),), replica=replica)
+def many(name: str, /, *, replica: bool = False, binary: bool = False, **params: Any) -> Op[list[Row]]:
+    """Run one statement in its own transaction; all its rows. ``replica``: may run on a read replica;
+    ``binary``: results in binary format."""
+    (rows,) = yield Tx((Stmt(name, params, "all", binary=binary),), replica=replica)
     return rows  # type: ignore[no-any-return]
 
 

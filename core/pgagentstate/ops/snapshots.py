@@ -326,6 +326,7 @@ def read(
         raise InvalidInput("limit must not be negative", path="limit")
     rows = yield from many(
         "snapshot_read",
+        binary=True,
         conversation_id=conversation_id,
         namespace=namespace,
         snapshot_id=snapshot_id,
@@ -387,6 +388,7 @@ def chain(
         return [], {}
     rows = yield from many(
         "snapshot_chain",
+        binary=True,
         conversation_id=conversation_id,
         namespace=namespace,
         snapshot_id=snapshot_id,
