@@ -201,7 +201,10 @@ def list_stmt(
 def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[Any]]:
     if limit is not None and limit < 0:
         raise InvalidInput("limit must not be negative", path="limit")
-    params = {"conversation_id": check_id(conversation_id, "conversation_id", ctx.limits), "limit": limit}
+    params: dict[str, Any] = {
+        "conversation_id": check_id(conversation_id, "conversation_id", ctx.limits),
+        "limit": limit,
+    }
     if ctx.cipher is None:
         (row,) = yield Tx((Stmt("event_payloads_array", params, "one"),), replica=True)
         found: list[Any] = unseal(None, row[0], "") if row else []
