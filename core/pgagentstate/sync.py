@@ -584,12 +584,24 @@ class StateStore:
 
     @contextmanager
     def conversation_lock(self, conversation_id: str, *, timeout: float | None = None) -> Iterator[None]:
-        """Hold a lock on the conversation across processes for the duration of the block.
-
-        A transaction-level advisory lock in a transaction kept open on one pooled connection, so it works
-        behind PgBouncer in transaction mode. ``timeout`` (seconds) raises ConflictError when exceeded.
-        """
+        """Hold a lock on the conversation across processes for the duration of the block (e.g. to run
+        one turn at a time per conversation). ``timeout`` (seconds) raises ConflictError when exceeded."""
         check_id(conversation_id, "conversation_id", self._limits)
+        with self._advisory_lock("conversation_lock", {"id": conversation_id}, timeout):
+            yield
+
+    @contextmanager
+    def advisory_lock(self, name: str, *, timeout: float | None = None) -> Iterator[None]:
+        """Hold a named lock of this tenant across processes for the duration of the block (e.g. one
+        retention job at a time per tenant, from cron on several hosts)."""
+        check_id(name, "name", self._limits)
+        with self._advisory_lock("named_lock", {"name": name}, timeout):
+            yield
+
+    @contextmanager
+    def _advisory_lock(self, statement: str, params: dict[str, Any], timeout: float | None) -> Iterator[None]:
+        # A transaction-level advisory lock in a transaction kept open on one pooled connection: it works
+        # behind PgBouncer in transaction mode, where a session-level lock could land on another client.
         with self._source.connection() as conn:
             try:
                 with conn.transaction():
@@ -601,9 +613,7 @@ class StateStore:
                             prepare=self._prepare,
                         )
                     conn.execute(
-                        query("conversation_lock", self._schema),
-                        {"tenant": self._tenant, "id": conversation_id},
-                        prepare=self._prepare,
+                        query(statement, self._schema), {"tenant": self._tenant, **params}, prepare=self._prepare
                     )
                     yield
             except psycopg.Error as exc:

@@ -188,3 +188,15 @@ def test_history_reads_go_to_the_replica_and_turns_stay_on_the_primary(dsn: str,
             store.list_conversations()
             assert replica_requests() == before + 3
         assert not replica.closed  # a pool passed in stays open
+
+
+def test_named_advisory_locks_are_per_tenant(store: StateStore) -> None:
+    from pgagentstate import ConflictError
+
+    with store.advisory_lock("gc"):
+        with pytest.raises(ConflictError), store.advisory_lock("gc", timeout=0.2):
+            pass
+        with store.with_tenant("other").advisory_lock("gc", timeout=0.2):
+            pass  # another tenant's job is independent
+        with store.conversation_lock("gc", timeout=0.2):
+            pass  # a conversation's lock is another lock

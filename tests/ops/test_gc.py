@@ -13,7 +13,7 @@ import pytest
 from pgagentstate import InvalidInput, StateRef, StateStore
 from pgagentstate.cli import main
 from pgagentstate.ops import operations
-from pgagentstate.ops.operations import GC_LOCK_ID, RetentionPolicy
+from pgagentstate.ops.operations import GC_LOCK_NAME, RetentionPolicy
 
 from .helpers import age_conversation, execute, seed_refund
 
@@ -176,7 +176,7 @@ def test_cli_gc_gives_way_to_a_running_gc(store: StateStore, dsn: str, schema: s
     store.create_conversation("c", status="completed")
     age_conversation(dsn, schema, "c", 100)
     base = ["gc", "--dsn", dsn, "--schema", schema, "--completed-days", "1"]
-    with store.conversation_lock(GC_LOCK_ID):        # another host's gc is running
+    with store.advisory_lock(GC_LOCK_NAME):        # another host's gc is running
         assert main([*base, "--json"]) == 0
         (item,) = json.loads(capsys.readouterr().out)
         assert item["locked"] is True and item["report"] is None

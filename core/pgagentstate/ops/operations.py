@@ -38,7 +38,7 @@ from .workflow import step_from_row
 
 __all__ = [
     "DEFAULT_IDLE",
-    "GC_LOCK_ID",
+    "GC_LOCK_NAME",
     "GC_TASKS",
     "HEALTH_CATEGORIES",
     "OPEN_STATUSES",
@@ -83,9 +83,8 @@ OPEN_STATUSES: tuple[str, ...] = ("active", "waiting_customer", "awaiting_approv
 HEALTH_CATEGORIES: tuple[str, ...] = CONVERSATION_STATUSES
 #: Default idle time after which an open conversation counts as abandoned (24 hours).
 DEFAULT_IDLE = 24 * 3600.0
-#: The id under which ``gc`` takes its advisory lock with ``store.conversation_lock`` (per tenant). It
-#: starts with U+001F, which no conversation id a framework generates contains.
-GC_LOCK_ID = "\x1fpgagentstate.gc"
+#: The name under which ``gc`` takes its advisory lock with ``store.advisory_lock`` (per tenant).
+GC_LOCK_NAME = "gc"
 
 _DAY = 86400.0
 
@@ -627,7 +626,7 @@ def gc(
     never holds locks for long, and an interrupted one keeps what it finished). Rows locked by a running
     turn are skipped (collected next time). ``progress(task, done, planned)`` is called after each batch.
 
-    Run it under ``store.conversation_lock(GC_LOCK_ID)`` to keep collectors on several hosts from
+    Run it under ``store.advisory_lock(GC_LOCK_NAME)`` to keep collectors on several hosts from
     working side by side (they would be correct, just wasteful); the CLI does.
     """
     _limit(batch_size, "batch_size")

@@ -56,6 +56,9 @@ SELECT count(*) FROM gone
 -- name: conversation_lock
 SELECT pg_advisory_xact_lock(hashtextextended('pgagentstate.conversation:' || %(tenant)s || ':' || %(id)s, 0))
 
+-- name: named_lock
+SELECT pg_advisory_xact_lock(hashtextextended('pgagentstate.lock:' || %(tenant)s || ':' || %(name)s, 0))
+
 -- name: lock_timeout
 SELECT set_config('lock_timeout', %(timeout)s, true)
 

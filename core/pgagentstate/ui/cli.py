@@ -22,7 +22,7 @@ from psycopg.conninfo import conninfo_to_dict
 from ..connect import resolve_dsn
 from ..errors import ConflictError, InvalidInput
 from ..ops import operations
-from ..ops.operations import GC_LOCK_ID, GC_TASKS, Check, PoolSettings, RetentionPolicy, to_jsonable
+from ..ops.operations import GC_LOCK_NAME, GC_TASKS, Check, PoolSettings, RetentionPolicy, to_jsonable
 from ..sync import StateStore
 from .term import (
     Progress,
@@ -495,7 +495,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
             try:
                 # A transaction-level advisory lock held on its own connection for the whole run: a second
                 # gc for this tenant (another host's cron) gives up at once instead of working side by side.
-                with tstore.conversation_lock(GC_LOCK_ID, timeout=max(args.wait, 0.001)):
+                with tstore.advisory_lock(GC_LOCK_NAME, timeout=max(args.wait, 0.001)):
                     acquired = True
                     report = tstore.run(
                         operations.gc(tstore.context, policy, batch_size=args.batch_size, progress=progress)
