@@ -19,8 +19,9 @@ CREATE TABLE {schema}.conversations (
     CONSTRAINT conversations_status_check CHECK (
         status IN ('active', 'waiting_customer', 'awaiting_approval', 'completed', 'failed', 'abandoned'))
 );
-CREATE INDEX conversations_app_user_idx ON {schema}.conversations (tenant_id, app, user_id, updated_at);
-CREATE INDEX conversations_status_idx ON {schema}.conversations (tenant_id, status, updated_at);
+-- No updated_at in these indexes: appends update it, and must stay HOT updates (migration 0006).
+CREATE INDEX conversations_app_user_idx ON {schema}.conversations (tenant_id, app, user_id);
+CREATE INDEX conversations_status_idx ON {schema}.conversations (tenant_id, status);
 
 -- Append-only per conversation; seq is contiguous because it is allocated from conversations.last_seq
 -- under that row's lock.
