@@ -736,6 +736,18 @@ class StateStore:
             )
         )
 
+    def put_memories(
+        self,
+        items: Sequence[tuple[Sequence[str], str, Mapping[str, Any]]],
+        *,
+        ttl: float | None = None,
+        user_id: str = "",
+        if_absent: bool = False,
+    ) -> int:
+        """Store many ``(namespace, key, value)`` items in one statement; ``if_absent`` keeps items that are
+        stored already. Returns how many were written."""
+        return self.run(memory_ops.put_many(self._ctx, items, ttl=ttl, user_id=user_id, if_absent=if_absent))
+
     def get_memory(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> Memory | None:
         return self.run(memory_ops.get(self._ctx, namespace, key, refresh_ttl=refresh_ttl))
 

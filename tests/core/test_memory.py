@@ -62,7 +62,11 @@ def test_list_namespaces(store: StateStore) -> None:
     for ns in [("users", "u1", "facts"), ("users", "u1", "prefs"), ("users", "u2", "facts"), ("apps", "shop")]:
         store.put_memory(ns, "k", {"v": 1})
     assert store.list_memory_namespaces() == [
-        ("apps", "shop"), ("users", "u1", "facts"), ("users", "u1", "prefs"), ("users", "u2", "facts")]
+        ("apps", "shop"),
+        ("users", "u1", "facts"),
+        ("users", "u1", "prefs"),
+        ("users", "u2", "facts"),
+    ]
     assert store.list_memory_namespaces(prefix=("users",), max_depth=2) == [("users", "u1"), ("users", "u2")]
     assert store.list_memory_namespaces(suffix=("facts",)) == [("users", "u1", "facts"), ("users", "u2", "facts")]
     assert store.list_memory_namespaces(prefix=("users", "*", "prefs")) == [("users", "u1", "prefs")]

@@ -14,8 +14,6 @@ session does not bring it back (as ADK's in-memory service does).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import uuid
 from collections.abc import Mapping, Sequence
 from datetime import datetime
@@ -29,7 +27,6 @@ from google.genai import types
 from typing_extensions import override
 
 from pgagentstate import AsyncStateStore
-from pgagentstate.errors import VersionConflict
 from pgagentstate.models import Memory
 
 from ._store import StoreHandle
@@ -44,8 +41,6 @@ _MEMORIES = "memories"
 # ADK's in-memory service uses this session id for events added without one.
 _UNKNOWN_SESSION_ID = "__unknown_session_id__"
 _TOMBSTONE = "deleted"
-# Concurrent writes per ingestion: enough to hide round trips, few enough to leave the pool to others.
-_PARALLEL = 8
 
 
 def _event_text(event: Event) -> str:
@@ -121,11 +116,9 @@ class PostgresMemoryService(BaseMemoryService):
         if not items:
             return
         store = await self._handle.get()
-        # Already stored (or deleted) events are left alone: skip what the namespace holds.
-        known = {m.key for m in await _all(store, namespace)}
-        todo = [(key, value) for key, value in items if key not in known]
-        await _bounded(
-            [_put_new(store, namespace, key, value, ttl=ttl, user_id=user_id) for key, value in todo]
+        # One statement; events stored already (or deleted: a tombstone is stored) are left alone.
+        await store.put_memories(
+            [(namespace, key, value) for key, value in items], ttl=ttl, user_id=user_id, if_absent=True
         )
 
     @override
@@ -140,7 +133,7 @@ class PostgresMemoryService(BaseMemoryService):
         ttl = _ttl(custom_metadata)
         store = await self._handle.get()
         namespace = (_ROOT, app_name, user_id, _MEMORIES)
-        writes = []
+        writes: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
         for entry in memories:
             parts = entry.content.parts or []
             value: dict[str, Any] = {
@@ -154,9 +147,8 @@ class PostgresMemoryService(BaseMemoryService):
                 value["content"] = entry.content.model_dump(exclude_none=True, mode="json")
             if entry.custom_metadata:
                 value["custom_metadata"] = entry.custom_metadata
-            writes.append(store.put_memory(namespace, entry.id or str(uuid.uuid4()), value, ttl=ttl,
-                                           user_id=user_id))
-        await _bounded(writes)
+            writes.append((namespace, entry.id or str(uuid.uuid4()), value))
+        await store.put_memories(writes, ttl=ttl, user_id=user_id)
 
     @override
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
@@ -231,31 +223,3 @@ def _ttl(custom_metadata: Mapping[str, object] | None) -> float | None:
     return float(ttl)
 
 
-async def _all(store: AsyncStateStore, namespace: tuple[str, ...]) -> list[Memory]:
-    out: list[Memory] = []
-    offset = 0
-    while True:
-        page = await store.search_memory(namespace, limit=1000, offset=offset)
-        out += [m for m in page if m.namespace == namespace]
-        if len(page) < 1000:
-            return out
-        offset += len(page)
-
-
-async def _put_new(
-    store: AsyncStateStore, namespace: tuple[str, ...], key: str, value: dict[str, Any], *,
-    ttl: float | None, user_id: str,
-) -> None:
-    # expected_version=0: insert only, so a concurrent ingestion or a tombstone wins.
-    with contextlib.suppress(VersionConflict):
-        await store.put_memory(namespace, key, value, ttl=ttl, user_id=user_id, expected_version=0)
-
-
-async def _bounded(jobs: Sequence[Any]) -> None:
-    sem = asyncio.Semaphore(_PARALLEL)
-
-    async def run(job: Any) -> None:
-        async with sem:
-            await job
-
-    await asyncio.gather(*(run(j) for j in jobs))

@@ -115,6 +115,46 @@ def put(
     raise VersionConflict(expected_version, current[0] if current else 0, what=f"memory {key!r} version")
 
 
+def put_many(
+    ctx: Ctx,
+    items: Sequence[tuple[Sequence[str], str, Mapping[str, Any]]],
+    *,
+    ttl: float | None,
+    user_id: str,
+    if_absent: bool,
+) -> Op[int]:
+    """Store many items in one statement; returns how many were written."""
+    check_text(user_id, "user_id", ctx.limits)
+    if ttl is not None and ttl <= 0:
+        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
+    paths: list[str] = []
+    keys: list[str] = []
+    values: list[str] = []
+    for i, (namespace, key, value) in enumerate(items):
+        labels = check_namespace(ctx, namespace)
+        check_id(key, f"items[{i}].key", ctx.limits)
+        if not isinstance(value, Mapping):
+            raise InvalidInput(f"memory value must be a mapping, not {type(value).__name__}", path=f"items[{i}]")
+        paths.append(ns_path(labels))
+        keys.append(key)
+        values.append(seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path=f"items[{i}]"))
+    if len(set(zip(paths, keys, strict=True))) != len(keys):
+        raise InvalidInput("the same namespace and key appear twice in one batch", path="items")
+    if not keys:
+        return 0
+    return (
+        yield from count(
+            "memory_put_many",
+            ns_paths=paths,
+            keys=keys,
+            values=values,
+            user_id=user_id,
+            ttl=None if ttl is None else float(ttl),
+            if_absent=if_absent,
+        )
+    )
+
+
 def get(ctx: Ctx, namespace: Sequence[str], key: str, *, refresh_ttl: bool) -> Op[Memory | None]:
     labels = check_namespace(ctx, namespace)
     row = yield from one(

@@ -97,3 +97,17 @@ WHERE m.tenant_id = %(tenant)s
   AND (m.expires_at IS NULL OR m.expires_at > now())
 ORDER BY ns
 LIMIT %(limit)s OFFSET %(offset)s
+
+-- name: memory_put_many
+-- Many items in one statement. %(if_absent)s: keep what is stored (an expired item counts as absent).
+-- The namespace array is rebuilt from ns_path (ragged arrays cannot be passed as one parameter).
+INSERT INTO {schema}.memories AS m (tenant_id, ns_path, key, namespace, user_id, value, ttl_seconds, expires_at)
+SELECT %(tenant)s, x.ns_path, x.key, string_to_array(left(x.ns_path, -1), chr(31)), %(user_id)s, x.value, %(ttl)s,
+       now() + make_interval(secs => %(ttl)s)
+FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[]) AS x(ns_path, key, value)
+ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
+SET value = EXCLUDED.value, user_id = EXCLUDED.user_id, ttl_seconds = EXCLUDED.ttl_seconds,
+    expires_at = EXCLUDED.expires_at, updated_at = now(),
+    version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
+    created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END
+WHERE NOT %(if_absent)s OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
