@@ -197,6 +197,29 @@ def _has_bad_key(value: Any) -> bool:
     return False
 
 
+def _has_tuple(value: Any) -> bool:
+    if isinstance(value, tuple):
+        return True
+    if isinstance(value, dict):
+        return any(_has_tuple(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_has_tuple(v) for v in value)
+    return False
+
+
+def _lists(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return [_lists(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _lists(v) for k, v in value.items()}
+    return value
+
+
+def as_stored(value: Any) -> Any:
+    """``value`` as a read will return it: JSON has no tuples, so they come back as lists."""
+    return _lists(value) if _has_tuple(value) else value
+
+
 def decode_text(text: str | bytes) -> Any:
     """Parse JSON text read from the database, undoing the NUL escape when present."""
     value = json.loads(text)

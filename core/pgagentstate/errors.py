@@ -170,6 +170,10 @@ def translate(exc: BaseException) -> PgAgentStateError:
         return DatabaseError(str(exc).strip(), sqlstate=sqlstate)
     if isinstance(exc, pg_errors.AdminShutdown | pg_errors.CrashShutdown | pg_errors.CannotConnectNow):
         return ConnectionLost(str(exc))
+    if isinstance(exc, psycopg.InternalError) and sqlstate is None:
+        # The client's own protocol state broke (behind PgBouncer a transaction killed mid-flight shows
+        # up as "received 2 results from command 'COMMIT'"): the connection is unusable, retry on another.
+        return ConnectionLost(str(exc).strip())
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return ConnectionLost(str(exc).strip() or type(exc).__name__)
     if isinstance(exc, psycopg.Error):

@@ -60,7 +60,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         serde: SerializerProtocol | None = None,
         schema: str = "pgagentstate",
         tenant: str = "default",
-        pgbouncer: bool = False,
+        pgbouncer: bool | None = None,
         max_size: int = 10,
         message_cache: int = 0,
     ) -> None:

@@ -56,7 +56,7 @@ class PostgresStore(HasStores, BaseStore):
         ttl: TTLConfig | None = None,
         schema: str = "pgagentstate",
         tenant: str = "default",
-        pgbouncer: bool = False,
+        pgbouncer: bool | None = None,
         max_size: int = 10,
     ) -> None:
         self.ttl_config = ttl

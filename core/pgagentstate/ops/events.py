@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..codec import check_id, check_text
+from ..codec import as_stored, check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
 from ..sealing import ad, seal, seal_doc, unseal
@@ -53,7 +53,7 @@ def prepare_append(
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
         where = ad(ctx.tenant, "event", conversation_id, ids[-1])
-        payload = ev.payload if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
+        payload = as_stored(ev.payload) if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
         values.append(payload)
         payloads.append(seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload"))
     if len(set(ids)) != len(ids):
