@@ -8,6 +8,7 @@ __path__ = extend_path(__path__, __name__)
 
 from .aio import AsyncStateStore, AsyncTurn
 from .codec import Limits
+from .crypto import Encryption, EnvKeyProvider, FileKeyProvider, KeyProvider, StaticKeyProvider
 from .errors import (
     AlreadyExists,
     ConflictError,

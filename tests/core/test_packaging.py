@@ -69,3 +69,9 @@ def test_readme_first_screen_has_the_two_commands_ci_runs() -> None:
     body = re.search(r"readme_tests\(\) \{\n\s*(.*?) \"\$@\"\n", ci)
     assert body is not None
     assert body.group(1) == tests
+
+
+def test_every_public_name_is_importable() -> None:
+    missing = [name for name in pgagentstate.__all__ if not hasattr(pgagentstate, name)]
+    assert not missing
+    assert len(pgagentstate.__all__) == len(set(pgagentstate.__all__))
