@@ -17,6 +17,11 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 
+class _Server(ThreadingHTTPServer):
+    # The stdlib listens with a backlog of 5: under 200 concurrent customers that reset connections.
+    request_queue_size = 1024
+
+
 class RoundRobinProxy:
     """Listens on ``port`` (0 = any free port) and spreads requests over ``upstreams`` (``host:port``)."""
 
@@ -25,7 +30,7 @@ class RoundRobinProxy:
         self.timeout = timeout
         self._next = itertools.cycle(range(len(self.upstreams)))
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._server = _Server(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
 
     @property

@@ -33,6 +33,11 @@ KINDS = ("payment", "email", "whatsapp")
 _WHATSAPP_SEND = re.compile(r"^/v\d+\.\d+/(?P<phone_number_id>[^/]+)/messages$")
 
 
+class _Server(ThreadingHTTPServer):
+    # The stdlib listens with a backlog of 5: under 200 concurrent customers that reset connections.
+    request_queue_size = 1024
+
+
 @dataclass
 class Faults:
     """What the next calls should suffer: a queue first, then random shares."""
@@ -136,7 +141,7 @@ class Service:
         self.kind = kind
         self.ledger = Ledger(db_path)
         self.faults = faults or Faults()
-        self._server = ThreadingHTTPServer(("127.0.0.1", port), _handler_for(self))
+        self._server = _Server(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 

@@ -18,6 +18,7 @@ tenant and service URLs from the environment; see :func:`main`).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import hashlib
 import hmac
 import json
@@ -29,6 +30,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from ..aio import AsyncStateStore
+from ..errors import ConnectionLost
 from ..models import NewEvent, StateRef
 from .agents import RefundAgent, channel_conversation_id, load_agent
 from .workflow import ServiceUrls, post_json
@@ -58,6 +60,7 @@ class WebhookService:
         worker: str,
         verify_token: str = "pgagentstate-demo",
         app_secret: str | None = None,
+        max_concurrent_turns: int = 3,
     ) -> None:
         self.store = store
         self.make_agent = make_agent
@@ -66,6 +69,10 @@ class WebhookService:
         self.verify_token = verify_token
         self.app_secret = app_secret
         self._agent: RefundAgent | None = None
+        # A turn holds its conversation's lock on one pooled connection while the agent needs others from
+        # the same pool: without a bound, a burst of turns takes every connection for locks and each then
+        # waits for the pool's timeout (seen in the webhook load test: 6 turns on a pool of 6).
+        self._turns = asyncio.Semaphore(max(1, max_concurrent_turns))
 
     @property
     def agent(self) -> RefundAgent:
@@ -74,7 +81,18 @@ class WebhookService:
         return self._agent
 
     async def handle_message(self, phone_number_id: str, message: dict[str, Any]) -> list[str]:
-        """One inbound text message: record it once, run (or resume) the agent's turn, send the replies."""
+        """One inbound text message: record it once, run (or resume) the agent's turn, send the replies.
+
+        A turn whose connection died (server restart, terminated backend) is resumed once here rather
+        than answered with a 500 and left to WhatsApp's redelivery back-off: the turn marks make it safe.
+        """
+        async with self._turns:
+            try:
+                return await self._handle_message(phone_number_id, message)
+            except ConnectionLost:
+                return await self._handle_message(phone_number_id, message)
+
+    async def _handle_message(self, phone_number_id: str, message: dict[str, Any]) -> list[str]:
         customer, wamid, text = str(message["from"]), str(message["id"]), str(message["text"]["body"])
         sent_at = datetime.fromtimestamp(int(message.get("timestamp") or 0) or datetime.now(UTC).timestamp(), UTC)
         cid = channel_conversation_id(customer)
