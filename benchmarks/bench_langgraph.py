@@ -111,15 +111,34 @@ def schemas() -> Iterator[tuple[str, str, str]]:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(s)))
 
 
-def schema_bytes(schema: str) -> int:
+def table_bytes(schema: str) -> dict[str, tuple[int, int, int]]:
+    """Per table of ``schema``: (heap and TOAST, free-space and visibility maps, indexes) in bytes. The
+    same accounting for both libraries: every fork of every table and of its indexes and TOAST table
+    (what ``pg_total_relation_size`` counts), split up to show the fixed costs."""
     with psycopg.connect(DSN) as conn:
-        row = conn.execute(
-            "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c "
-            "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND c.relkind = 'r'",
+        rows = conn.execute(
+            "SELECT c.relname, pg_relation_size(c.oid, 'main') + coalesce(pg_total_relation_size(c.reltoastrelid), 0),"
+            " pg_relation_size(c.oid, 'fsm') + pg_relation_size(c.oid, 'vm'), pg_indexes_size(c.oid),"
+            " pg_total_relation_size(c.oid) FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = %s AND c.relkind = 'r'",
             (schema,),
-        ).fetchone()
-        assert row is not None
-        return int(row[0])
+        ).fetchall()
+    out = {}
+    for name, heap, maps, indexes, total in rows:
+        assert heap + maps + indexes == total, name  # nothing counted twice or left out
+        out[name] = (int(heap), int(maps), int(indexes))
+    return out
+
+
+def grown(before: dict[str, tuple[int, int, int]], after: dict[str, tuple[int, int, int]]) -> str:
+    """What each table grew by, in KiB: heap / maps / indexes."""
+    parts = []
+    for name, now in sorted(after.items()):
+        was = before.get(name, (0, 0, 0))
+        delta = [(a - b) // 1024 for a, b in zip(now, was, strict=True)]
+        if any(delta):
+            parts.append(f"{name} {delta[0]}/{delta[1]}/{delta[2]}")
+    return ", ".join(parts)
 
 
 def ratio_line(name: str, peer: float, ours: float, unit: str, target: str) -> str:
@@ -247,11 +266,15 @@ def main() -> None:
             peer.setup()
             ours.setup()
             cached.setup()
-            base_peer, base_ours = schema_bytes(peer_schema), schema_bytes(ours_schema)
+            base_peer, base_ours = table_bytes(peer_schema), table_bytes(ours_schema)
             # Round 0 alone first, for the byte count of one 50-turn thread; then the other rounds.
             savers: dict[str, BaseCheckpointSaver[Any]] = {"peer": peer, "ours": ours, "cached": cached}
             times = bench_invoke(savers, args.turns, range(1))
-            bp, bo = schema_bytes(peer_schema) - base_peer, schema_bytes(ours_schema) - base_ours
+            after_peer, after_ours = table_bytes(peer_schema), table_bytes(ours_schema)
+            bp = sum(map(sum, after_peer.values())) - sum(map(sum, base_peer.values()))
+            bo = sum(map(sum, after_ours.values())) - sum(map(sum, base_ours.values()))
+            detail = [f"  peer, KiB heap/maps/indexes: {grown(base_peer, after_peer)}",
+                      f"  ours, KiB heap/maps/indexes: {grown(base_ours, after_ours)}"]
             more = bench_invoke(savers, args.turns, range(1, args.rounds))
             ms = {who: statistics.median(times[who] + more[who]) for who in savers}
             what = f"invoke, history to {args.turns} turns"
@@ -268,6 +291,7 @@ def main() -> None:
         lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
         lines.append(ratio_line(f"bytes stored, {args.turns}-turn thread", bp / 1024, bo / 1024, "KiB",
                                 "target <= 0.20"))
+        lines += detail
     print(f"pgagentstate PostgresCheckpointer vs PostgresSaver on {DSN.split('@')[-1]}")
     for line in lines:
         print(line)

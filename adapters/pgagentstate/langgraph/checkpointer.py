@@ -25,6 +25,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from pgagentstate import AsyncStateStore, StateStore
+from pgagentstate.crypto import Encryption
 from pgagentstate.errors import NotFound
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
@@ -41,6 +42,10 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ``AsyncConnectionPool`` (the sync API may be used from other threads while its event loop runs).
     ``store=`` passes a core ``StateStore`` or ``AsyncStateStore`` instead. ``serde`` defaults to
     LangGraph's ``JsonPlusSerializer``; ``schema`` and ``tenant`` say where threads live.
+
+    ``encryption=`` (:class:`pgagentstate.crypto.Encryption`) encrypts checkpoints, channel values, pending
+    writes and metadata at rest with the core's keys, each ciphertext bound to its place (a store passed
+    as ``store=`` brings its own). See ``docs/langgraph.md``, "Encryption at rest".
 
     ``message_cache=N`` (off by default) keeps up to N messages (list elements) deserialised and
     serialised in memory, so that a step does not serialise or deserialise the unchanged history again.
@@ -63,9 +68,15 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         pgbouncer: bool | None = None,
         max_size: int = 10,
         message_cache: int = 0,
+        encryption: Encryption | None = None,
     ) -> None:
         super().__init__(serde=serde)
-        self._stores = Stores(conn, store, schema=schema, tenant=tenant, pgbouncer=pgbouncer, max_size=max_size)
+        kw: dict[str, Any] = {"schema": schema, "tenant": tenant, "pgbouncer": pgbouncer, "max_size": max_size}
+        if encryption is not None:
+            if store is not None:
+                raise TypeError("pass encryption= to the StateStore given as store=, not to the checkpointer")
+            kw["encryption"] = encryption
+        self._stores = Stores(conn, store, **kw)
         self._known = codec.KnownChunks()
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 

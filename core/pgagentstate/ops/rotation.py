@@ -12,10 +12,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..crypto import Cipher, is_envelope, key_id_of
+from ..crypto import Cipher, bytes_key_id, is_envelope, is_sealed_bytes, key_id_of
 from ..errors import InvalidInput
 from ..sealing import SEP, ad
 from .base import Call, Ctx, Op, Row, Stmt, Tx
+from .snapshots import chunk_ad, data_ad, meta_ad, write_ad
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,7 +38,62 @@ COLUMNS = (
     Column("workflow_steps", 3, False, False, lambda r: ad(r[0], "step", r[1], r[2], r[3])),
     Column("ledger_result", 1, False, False, lambda r: ad(r[0], "ledger", r[1], "result")),
     Column("ledger_request", 1, False, False, lambda r: ad(r[0], "ledger", r[1], "request")),
+    Column("snapshot_metadata", 3, False, False, lambda r: meta_ad(r[0], r[1], r[2], r[3])),
 )
+
+
+@dataclass(frozen=True, slots=True)
+class BytesColumn:
+    """A bytea column sealed with :meth:`Cipher.seal_bytes`. Its page statement returns tenant_id, the
+    key columns and the value; ``keys`` counts the key columns (tenant_id included)."""
+
+    name: str
+    keys: int
+    where: Callable[[Row], str]
+
+
+BYTES_COLUMNS = (
+    BytesColumn("snapshot_data", 4, lambda r: data_ad(r[0], r[1], r[2], r[3])),
+    BytesColumn("snapshot_chunks", 3, lambda r: chunk_ad(r[0], r[1], r[2])),
+    BytesColumn("snapshot_writes", 6, lambda r: write_ad(r[0], r[1], r[2], r[3], r[4], r[5])),
+)
+
+
+def _reseal_bytes(cipher: Cipher, data: bytes, where: str, active: str, include_plaintext: bool) -> bytes | None:
+    if is_sealed_bytes(data):
+        if bytes_key_id(data) == active:
+            return None
+        return cipher.seal_bytes(cipher.open_bytes(data, where), where)
+    return cipher.seal_bytes(data, where) if include_plaintext else None
+
+
+def _rotate_bytes(
+    cipher: Cipher, column: BytesColumn, tenant: str | None, batch_size: int, include_plaintext: bool,
+    progress: Callable[[str, int, int], None] | None,
+) -> Op[int]:
+    active = cipher.active_key_id()
+    last: Row | None = None
+    scanned = changed = 0
+    while True:
+        keys = {f"k{i}": None if last is None else last[i] for i in range(column.keys)}
+        page = {**keys, "first": last is None, "tenant": tenant, "limit": batch_size}
+        (rows,) = yield Tx((Stmt(f"rot_{column.name}_page", page, binary=True),))
+        if not rows:
+            return changed
+        updates = []
+        for row in rows:
+            old = bytes(row[column.keys])
+            new = _reseal_bytes(cipher, old, column.where(row), active, include_plaintext)
+            if new is not None:
+                at = {f"k{i}": row[i] for i in range(column.keys)}
+                updates.append(Stmt(f"rot_{column.name}_set", {**at, "new": new, "old": old}, "rowcount"))
+        if updates:
+            counts = yield Tx(tuple(updates))
+            changed += sum(counts)
+        scanned += len(rows)
+        last = rows[-1]
+        if progress is not None:
+            yield Call(progress, (column.name, scanned, changed))
 
 
 def _reseal(cipher: Cipher, stored: Any, where: str, active: str, include_plaintext: bool) -> Any | None:
@@ -104,4 +160,8 @@ def rotate(
             if progress is not None:
                 yield Call(progress, (column.table, scanned, changed))
         rewritten[column.table] = changed
+    for bcolumn in BYTES_COLUMNS:
+        rewritten[bcolumn.name] = yield from _rotate_bytes(
+            cipher, bcolumn, tenant, batch_size, include_plaintext, progress
+        )
     return rewritten

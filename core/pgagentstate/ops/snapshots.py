@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import struct
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..codec import check_id, check_text, decode_text, encode
-from ..errors import AlreadyExists, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
+from ..crypto import BYTES_MARKER, is_sealed_bytes
+from ..errors import AlreadyExists, IntegrityError, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
+from ..sealing import ad, seal, unseal
 from .base import Ctx, Op, Row, Stmt, Tx, many, one
 
 
@@ -96,6 +99,58 @@ def chunk_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=12).digest()).decode()
 
 
+# --- encryption at rest ----------------------------------------------------------------------------
+# With a cipher (the store's ``encryption=``), the checkpoint body, the metadata, every chunk and every
+# pending write are sealed with AES-256-GCM, each bound to its place by the associated data below, so a
+# ciphertext moved to another row fails with IntegrityError. Chunks are stored under a keyed id,
+# HMAC(tenant, conversation, content hash), instead of the content hash the caller deals in: equal
+# contents share a row within a conversation (that equality, and the sizes, stay visible) but cannot be
+# matched across conversations or against guessed contents. Callers only ever see content hashes
+# (:func:`chunk_hash`); the ids are mapped both ways here.
+
+
+def data_ad(tenant: str, conv: str, ns: str, sid: str) -> str:
+    """Associated data of a snapshot's body (key rotation uses these four too)."""
+    return ad(tenant, "snapshot", conv, ns, sid)
+
+
+def meta_ad(tenant: str, conv: str, ns: str, sid: str) -> str:
+    return ad(tenant, "snapshot_metadata", conv, ns, sid)
+
+
+def chunk_ad(tenant: str, conv: str, stored_id: str) -> str:
+    return ad(tenant, "snapshot_chunk", conv, stored_id)
+
+
+def write_ad(tenant: str, conv: str, ns: str, sid: str, task_id: str, idx: int) -> str:
+    return ad(tenant, "snapshot_write", conv, ns, sid, task_id, str(idx))
+
+
+def _seal(ctx: Ctx, data: bytes, where: str) -> bytes:
+    return data if ctx.cipher is None else ctx.cipher.seal_bytes(data, where)
+
+
+def _open(ctx: Ctx, data: bytes, where: str) -> bytes:
+    if is_sealed_bytes(data):
+        if ctx.cipher is None:
+            raise IntegrityError("a stored value is encrypted; configure the store's encryption keys to read it")
+        return ctx.cipher.open_bytes(data, where)
+    if ctx.cipher is not None and ctx.cipher.required:
+        raise IntegrityError("a stored value is not encrypted although this store requires encryption")
+    return data
+
+
+def stored_chunk_id(ctx: Ctx, conversation_id: str, content_hash: str) -> str:
+    """The id a chunk with this :func:`chunk_hash` is stored under in a conversation: the hash itself
+    without encryption, else a keyed HMAC of it (see above)."""
+    if ctx.cipher is None:
+        return content_hash
+    digest = ctx.cipher.keyed_digest(
+        "pgagentstate snapshot chunk id", f"{ctx.tenant}\x1f{conversation_id}\x1f{content_hash}".encode()
+    )
+    return base64.urlsafe_b64encode(digest[:12]).decode()
+
+
 def _check_bytes(ctx: Ctx, value: object, path: str) -> bytes:
     if not isinstance(value, bytes | bytearray | memoryview):
         raise InvalidInput(f"{path} must be bytes, not {type(value).__name__}", path=path)
@@ -133,8 +188,9 @@ def put(
         check_id(parent_id, "parent_id", lim)
     if run_id is not None:
         check_text(run_id, "run_id", lim)
-    chunks: dict[str, bytes] = {}
+    chunks: dict[str, bytes] = {}  # stored id -> plaintext
     known: set[str] = set()
+    sid_of: dict[str, str] = {}
     channels: list[str] = []
     versions: list[str] = []
     types: list[str] = []
@@ -144,11 +200,12 @@ def put(
         hashes = []
         for j, piece in enumerate(blob.chunks):
             if isinstance(piece, str):
-                known.add(piece)
-                hashes.append(piece)
+                h = sid_of.get(piece) or sid_of.setdefault(piece, stored_chunk_id(ctx, conversation_id, piece))
+                known.add(h)
+                hashes.append(h)
                 continue
             piece = _check_bytes(ctx, piece, f"blobs[{i}].chunks[{j}]")
-            h = chunk_hash(piece)
+            h = stored_chunk_id(ctx, conversation_id, chunk_hash(piece))
             chunks.setdefault(h, piece)
             hashes.append(h)
         channels.append(check_text(blob.channel, f"blobs[{i}].channel", lim, allow_empty=False))
@@ -160,6 +217,7 @@ def put(
             if blob.base == versions[-1]:
                 raise InvalidInput(f"blobs[{i}].base must be another version", path=f"blobs[{i}].base")
         bases.append(blob.base)
+    place = (conversation_id, namespace, snapshot_id)
     params = {
         "conversation_id": conversation_id,
         "namespace": namespace,
@@ -167,12 +225,12 @@ def put(
         "parent_id": parent_id,
         "run_id": run_id,
         "type": check_text(type, "type", lim),
-        "data": _check_bytes(ctx, data, "data"),
-        "metadata": encode(dict(metadata), lim, path="metadata"),
+        "data": _seal(ctx, _check_bytes(ctx, data, "data"), data_ad(ctx.tenant, *place)),
+        "metadata": seal(ctx.cipher, dict(metadata), lim, meta_ad(ctx.tenant, *place), path="metadata"),
         "channel_versions": encode(dict(channel_versions), lim, path="channel_versions"),
         "forked": forked,
         "hashes": list(chunks),
-        "datas": list(chunks.values()),
+        "datas": [_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h)) for h, c in chunks.items()],
         "known": sorted(known - chunks.keys()),
         "channels": channels,
         "versions": versions,
@@ -233,7 +291,11 @@ def put_writes(
         "idxs": [int(w.idx) for w in writes],
         "channels": [w.channel for w in writes],
         "types": [w.type for w in writes],
-        "datas": [_check_bytes(ctx, w.data, f"writes[{i}].data") for i, w in enumerate(writes)],
+        "datas": [
+            _seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
+                  write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx)))
+            for i, w in enumerate(writes)
+        ],
         "task_paths": [w.task_path for w in writes],
     }
     (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
@@ -254,18 +316,36 @@ def put_writes(
         return
 
 
-def _rows_by_kind(rows: Sequence[Row]) -> tuple[dict[str, list[Row]], dict[tuple[str, str], bytes]]:
+_LENGTH = struct.Struct(">I")
+#: (conversation, stored chunk id) -> (plaintext, content hash)
+Chunks = dict[tuple[str, str], tuple[bytes, str]]
+
+
+def _chunk(ctx: Ctx, chunks: Chunks, conv: str, stored_id: str, data: bytes) -> None:
+    if ctx.cipher is None and not is_sealed_bytes(data):
+        chunks[(conv, stored_id)] = (data, stored_id)
+        return
+    plain = _open(ctx, data, chunk_ad(ctx.tenant, conv, stored_id))
+    chunks[(conv, stored_id)] = (plain, chunk_hash(plain))
+
+
+def _rows_by_kind(ctx: Ctx, rows: Sequence[Row]) -> tuple[dict[str, list[Row]], Chunks]:
     kinds: dict[str, list[Row]] = {"s": [], "b": [], "w": [], "a": []}
-    chunks: dict[tuple[str, str], bytes] = {}
+    chunks: Chunks = {}
     for r in rows:
         if r[0] == "c":
-            chunks[(r[1], r[5])] = bytes(r[7])
+            _chunk(ctx, chunks, r[1], r[5], bytes(r[7]))
         elif r[0] == "C":
-            data, pos = memoryview(r[7]), 0
+            data, pos, conv = bytes(r[7]), 0, r[1]
+            plain = ctx.cipher is None
             for h in r[8].split(" "):
-                n = int.from_bytes(data[pos : pos + 4], "big")
-                chunks[(r[1], h)] = bytes(data[pos + 4 : pos + 4 + n])
+                (n,) = _LENGTH.unpack_from(data, pos)
+                piece = data[pos + 4 : pos + 4 + n]
                 pos += 4 + n
+                if plain and not piece.startswith(BYTES_MARKER):  # the common case, inline
+                    chunks[(conv, h)] = (piece, h)
+                else:
+                    _chunk(ctx, chunks, conv, h, piece)
         else:
             kinds[r[0]].append(r)
     return kinds, chunks
@@ -278,33 +358,47 @@ def _blob_rows(rows: Sequence[Row]) -> dict[BlobKey, Row]:
     return {(r[1], r[2], r[5], r[8]): r for r in rows}
 
 
-def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Mapping[tuple[str, str], bytes]) -> SnapshotBlob:
+def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Chunks) -> SnapshotBlob:
     """The blob of a 'b' row with its whole list of chunks: its base's chunks (bases are whole), then its own."""
-    hashes: tuple[str, ...] = tuple(row[10])
+    stored: tuple[str, ...] = tuple(row[10])
     base_len = 0
     if row[9] is not None:
         base = rows.get((row[1], row[2], row[5], row[9]))
         if base is None:  # deleted under a concurrent prune
             raise NotFound(f"base {row[9]!r} of channel {row[5]!r} at version {row[8]!r} is missing")
         base_len = len(base[10])
-        hashes = tuple(base[10]) + hashes
+        stored = tuple(base[10]) + stored
     # A chunk that is missing (deleted under a concurrent prune) makes the blob unreadable rather than wrong.
-    pieces = tuple(chunks[(row[1], h)] for h in hashes if (row[1], h) in chunks)
-    if len(pieces) != len(hashes):
+    found = [chunks[(row[1], h)] for h in stored if (row[1], h) in chunks]
+    if len(found) != len(stored):
         raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing")
     return SnapshotBlob(
-        channel=row[5], version=row[8], type=row[6], chunks=pieces, hashes=hashes, base=row[9], base_len=base_len
+        channel=row[5], version=row[8], type=row[6], chunks=tuple(c[0] for c in found),
+        hashes=tuple(c[1] for c in found), base=row[9], base_len=base_len,
     )
 
 
-def _write(row: Row) -> SnapshotWrite:
-    return SnapshotWrite(
-        task_id=row[8], idx=row[11], channel=row[5], type=row[6], data=bytes(row[7]), task_path=row[4] or ""
-    )
+def _write(ctx: Ctx, row: Row) -> SnapshotWrite:
+    task_id, idx = row[8], row[11]
+    data = _open(ctx, bytes(row[7]), write_ad(ctx.tenant, row[1], row[2], row[3], task_id, idx))
+    return SnapshotWrite(task_id=task_id, idx=idx, channel=row[5], type=row[6], data=data, task_path=row[4] or "")
 
 
 def _write_key(w: SnapshotWrite) -> tuple[str, str, int]:
     return (w.task_path, w.task_id, w.idx)
+
+
+def contains(value: Any, pattern: Any) -> bool:
+    """Postgres's ``jsonb @>`` on decoded values: objects by key, arrays by element, scalars by equality."""
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(k in value and contains(value[k], v) for k, v in pattern.items())
+    if isinstance(pattern, list):
+        if not isinstance(value, list):
+            return False
+        return all(any(contains(v, p) for v in value) for p in pattern)
+    if isinstance(value, bool) or isinstance(pattern, bool):
+        return type(value) is type(pattern) and value == pattern
+    return bool(value == pattern) and not isinstance(value, dict | list)
 
 
 def read(
@@ -317,32 +411,54 @@ def read(
     filter: Mapping[str, Any] | None,
     limit: int | None,
 ) -> Op[list[Snapshot]]:
-    """Snapshots newest first, with their blobs and writes, in one statement."""
+    """Snapshots newest first, with their blobs and writes, in one statement (two when the metadata is
+    encrypted and filtered: the metadata is matched here, after decrypting, then the matches are read)."""
     if conversation_id is not None:
         check_id(conversation_id, "conversation_id", ctx.limits)
     if namespace is not None:
         check_text(namespace, "namespace", ctx.limits)
     if limit is not None and limit < 0:
         raise InvalidInput("limit must not be negative", path="limit")
+    # An empty filter matches everything (and must: encrypted metadata is a JSON string, not an object).
+    pattern = encode(dict(filter), ctx.limits, path="filter") if filter else None
+    picked: set[tuple[str, str, str]] | None = None
+    if ctx.cipher is not None and filter:
+        metas = yield from many(
+            "snapshot_metadata_list", conversation_id=conversation_id, namespace=namespace,
+            snapshot_id=snapshot_id, before=before,
+        )
+        want = dict(filter)
+        picked = set()
+        for conv, ns, sid, text in metas:
+            if limit is not None and len(picked) >= limit:
+                break
+            if contains(unseal(ctx.cipher, text, meta_ad(ctx.tenant, conv, ns, sid)), want):
+                picked.add((conv, ns, sid))
+        if not picked:
+            return []
+        pattern = limit = None
     rows = yield from many(
         "snapshot_read",
         binary=True,
         conversation_id=conversation_id,
         namespace=namespace,
         snapshot_id=snapshot_id,
+        snapshot_ids=None if picked is None else sorted({p[2] for p in picked}),
         before=before,
-        filter=None if filter is None else encode(dict(filter), ctx.limits, path="filter"),
+        filter=pattern,
         limit=limit,
     )
-    kinds, chunks = _rows_by_kind(rows)
+    kinds, chunks = _rows_by_kind(ctx, rows)
     blob_rows = _blob_rows(kinds["b"])
     blobs: dict[BlobKey, SnapshotBlob] = {}
     writes: dict[tuple[str, str, str], list[SnapshotWrite]] = {}
     for r in kinds["w"]:
-        writes.setdefault((r[1], r[2], r[3]), []).append(_write(r))
+        writes.setdefault((r[1], r[2], r[3]), []).append(_write(ctx, r))
     out: list[Snapshot] = []
     for r in sorted(kinds["s"], key=lambda r: r[3], reverse=True):
         conv, ns, sid = r[1], r[2], r[3]
+        if picked is not None and (conv, ns, sid) not in picked:
+            continue  # a copy of a picked snapshot in another conversation
         versions = decode_text(r[9])
         found = {}
         for ch, v in versions.items():
@@ -359,8 +475,8 @@ def read(
                 snapshot_id=sid,
                 parent_id=r[4],
                 type=r[6],
-                data=bytes(r[7]),
-                metadata=decode_text(r[8]),
+                data=_open(ctx, bytes(r[7]), data_ad(ctx.tenant, conv, ns, sid)),
+                metadata=unseal(ctx.cipher, r[8], meta_ad(ctx.tenant, conv, ns, sid)),
                 channel_versions=versions,
                 blobs=found,
                 writes=tuple(sorted(writes.get((conv, ns, sid), ()), key=_write_key)),
@@ -395,7 +511,7 @@ def chain(
         channels=names,
         payload=payload,
     )
-    kinds, chunks = _rows_by_kind(rows)
+    kinds, chunks = _rows_by_kind(ctx, rows)
     ancestors = sorted(kinds["a"], key=lambda r: r[11])
     depth = {r[3]: r[11] for r in ancestors}
     blob_rows = _blob_rows(kinds["b"])
@@ -403,7 +519,7 @@ def chain(
     per_channel: dict[str, list[tuple[int, SnapshotWrite]]] = {c: [] for c in names}
     for r in kinds["w"]:
         if r[5] in per_channel:
-            per_channel[r[5]].append((depth[r[3]], _write(r)))
+            per_channel[r[5]].append((depth[r[3]], _write(ctx, r)))
     history = {
         c: ChannelHistory(
             # Oldest ancestor first; within a snapshot in the order its tasks were applied.
@@ -446,14 +562,80 @@ def copy(ctx: Ctx, source: str, target: str) -> Op[None]:
     if source == target:
         raise InvalidInput("cannot copy a conversation onto itself", path="target")
     p = {"source": source, "target": target}
+    head = (
+        Stmt("snapshot_copy_conversation", p, "none"),
+        Stmt("snapshot_tombstone_clear", {"conversation_id": target}, "none"),
+    )
+    if ctx.cipher is None:
+        yield Tx(
+            (
+                *head,
+                Stmt("snapshot_copy_chunks", p, "none"),
+                Stmt("snapshot_copy_blobs", p, "none"),
+                Stmt("snapshot_copy_snapshots", p, "none"),
+                Stmt("snapshot_copy_writes", p, "none"),
+            )
+        )
+        return
+    # Encrypted: every ciphertext is bound to its conversation and chunk ids are keyed by it, so the rows
+    # are read, opened, sealed again for the target and inserted, in one transaction.
+    cipher = ctx.cipher
+    src = {"conversation_id": source}
+    chunks, blobs, snaps, writes = yield Tx(
+        (
+            Stmt("snapshot_copy_read_chunks", src, binary=True),
+            Stmt("snapshot_copy_read_blobs", src),
+            Stmt("snapshot_copy_read_snapshots", src, binary=True),
+            Stmt("snapshot_copy_read_writes", src, binary=True),
+        ),
+        hold=True,
+    )
+    ids: dict[str, str] = {}
+    new_chunks: dict[str, bytes] = {}
+    for stored_id, sealed in chunks:
+        plain = _open(ctx, bytes(sealed), chunk_ad(ctx.tenant, source, stored_id))
+        new_id = ids[stored_id] = stored_chunk_id(ctx, target, chunk_hash(plain))
+        new_chunks[new_id] = cipher.seal_bytes(plain, chunk_ad(ctx.tenant, target, new_id))
+    try:
+        chunk_lists = [" ".join(ids[h] for h in b[4]) for b in blobs]
+    except KeyError:
+        raise NotFound(f"a chunk of conversation {source!r} is missing") from None
+
+    def body(ns: str, sid: str, value: Any) -> bytes:
+        plain = _open(ctx, bytes(value), data_ad(ctx.tenant, source, ns, sid))
+        return _seal(ctx, plain, data_ad(ctx.tenant, target, ns, sid))
+
+    def meta(ns: str, sid: str, text: str) -> str:
+        value = unseal(cipher, text, meta_ad(ctx.tenant, source, ns, sid))
+        return seal(cipher, value, ctx.limits, meta_ad(ctx.tenant, target, ns, sid), path="metadata")
+
+    def write(w: Row) -> bytes:
+        plain = _open(ctx, bytes(w[6]), write_ad(ctx.tenant, source, w[0], w[1], w[2], w[3]))
+        return _seal(ctx, plain, write_ad(ctx.tenant, target, w[0], w[1], w[2], w[3]))
+
     yield Tx(
         (
-            Stmt("snapshot_copy_conversation", p, "none"),
-            Stmt("snapshot_tombstone_clear", {"conversation_id": target}, "none"),
-            Stmt("snapshot_copy_chunks", p, "none"),
-            Stmt("snapshot_copy_blobs", p, "none"),
-            Stmt("snapshot_copy_snapshots", p, "none"),
-            Stmt("snapshot_copy_writes", p, "none"),
+            *head,
+            Stmt("snapshot_copy_insert_chunks",
+                 {"target": target, "hashes": list(new_chunks), "datas": list(new_chunks.values())}, "none"),
+            Stmt("snapshot_copy_insert_blobs", {
+                "target": target, "namespaces": [b[0] for b in blobs], "channels": [b[1] for b in blobs],
+                "versions": [b[2] for b in blobs], "types": [b[3] for b in blobs], "chunk_lists": chunk_lists,
+                "bases": [b[5] for b in blobs],
+            }, "none"),
+            Stmt("snapshot_copy_insert_snapshots", {
+                "target": target, "namespaces": [r[0] for r in snaps], "snapshot_ids": [r[1] for r in snaps],
+                "parent_ids": [r[2] for r in snaps], "run_ids": [r[3] for r in snaps],
+                "types": [r[4] for r in snaps], "datas": [body(r[0], r[1], r[5]) for r in snaps],
+                "metadatas": [meta(r[0], r[1], r[6]) for r in snaps], "channel_versions": [r[7] for r in snaps],
+                "created": [r[8] for r in snaps], "forked": [r[9] for r in snaps],
+            }, "none"),
+            Stmt("snapshot_copy_insert_writes", {
+                "target": target, "namespaces": [w[0] for w in writes], "snapshot_ids": [w[1] for w in writes],
+                "task_ids": [w[2] for w in writes], "idxs": [w[3] for w in writes],
+                "channels": [w[4] for w in writes], "types": [w[5] for w in writes],
+                "datas": [write(w) for w in writes], "task_paths": [w[7] for w in writes],
+            }, "none"),
         )
     )
 
@@ -471,7 +653,12 @@ def prune(ctx: Ctx, conversation_ids: Sequence[str], strategy: str) -> Op[None]:
         return
     heads = yield from many("snapshot_prune_heads", conversation_ids=ids)
     keep: list[tuple[str, str, str]] = []
-    for conv, ns, head, delta_channels in heads:
+    for conv, ns, head, meta_text in heads:
+        # Delta channels (LangGraph DeltaChannel) the head has not snapshotted: their values live in the
+        # writes of ancestors, which keep_latest must keep. Read here: the metadata may be encrypted.
+        meta = unseal(ctx.cipher, meta_text, meta_ad(ctx.tenant, conv, ns, head))
+        counters = meta.get("counters_since_delta_snapshot") if isinstance(meta, dict) else None
+        delta_channels = sorted(counters) if isinstance(counters, dict) else []
         if delta_channels:
             walked, _ = yield from chain(ctx, conv, head, delta_channels, namespace=ns, payload=False)
             keep += [(conv, ns, sid) for sid in walked]

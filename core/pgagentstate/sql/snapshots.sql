@@ -12,6 +12,24 @@
 --          4-byte big-endian length and its bytes, in the order of the space-separated ``hashes``)
 --   'w'   conv            ns        id          task_path channel type data  task_id   -                -       idx   -
 --   'a'   conv            ns        id          -         -       -    -     -         -                seeded  depth -
+--
+-- The two long reads are documented here rather than in their text, which is sent with every execution
+-- (and psycopg caches the parsing of statements up to 4 KiB only):
+--
+-- snapshot_read: newest first. NULL parameters do not filter; snapshot_id NULL with limit 1 is "the
+-- latest". Each blob and each chunk is sent once, however many of the selected snapshots share it; blobs
+-- that extend a base come with their bases (stored whole: one level). Blob lookups go through LATERAL ...
+-- LIMIT 1 subqueries so that each one is an index probe whatever the statistics say: a join would be
+-- free to scan every blob of the thread (or of the tenant). The chunks of a conversation come in one 'C'
+-- row, read with one index range scan of the conversation's chunks, its rows kept by a hash lookup in the
+-- hashes needed (an uncorrelated IN, hashed once): cheaper than an index probe per chunk. Both
+-- aggregates of that row see the rows in the same order, so no sort is needed to pair chunks and hashes.
+--
+-- snapshot_chain: walks the parents of snapshot_id (not the snapshot itself), nearest first, until every
+-- channel in channels has a stored value (a blob at the version the ancestor references): its "seed".
+-- Returns the ancestors walked ('a', with the channels seeded there), and unless payload is false the
+-- writes those ancestors hold for channels not yet seeded above them, plus the seed blobs (with the
+-- bases they extend) and their chunks.
 
 -- name: snapshot_put
 -- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
@@ -97,11 +115,6 @@ SET channel = EXCLUDED.channel, type = EXCLUDED.type, data = EXCLUDED.data, task
 WHERE EXCLUDED.idx < 0
 
 -- name: snapshot_read
--- Newest first. NULL parameters do not filter; %(snapshot_id)s NULL with %(limit)s 1 is "the latest".
--- Each blob and each chunk is sent once, however many of the selected snapshots share it; blobs that
--- extend a base come with their bases. The chunks of a conversation come in one 'C' row (see the header).
--- Lookups go through LATERAL ... LIMIT 1 subqueries so that each one is an index probe whatever the
--- statistics say: a join would be free to scan every blob or chunk of the thread (or of the tenant).
 WITH sel AS MATERIALIZED (
     SELECT s.conversation_id, s.namespace, s.snapshot_id, s.parent_id, s.type, s.data, s.metadata,
            s.channel_versions
@@ -110,6 +123,7 @@ WITH sel AS MATERIALIZED (
       AND (%(conversation_id)s::text IS NULL OR s.conversation_id = %(conversation_id)s)
       AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
       AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = %(snapshot_id)s)
+      AND (%(snapshot_ids)s::text[] IS NULL OR s.snapshot_id = ANY(%(snapshot_ids)s::text[]))
       AND (%(before)s::text IS NULL OR s.snapshot_id < %(before)s)
       AND (%(filter)s::jsonb IS NULL OR s.metadata @> %(filter)s::jsonb)
     ORDER BY s.snapshot_id DESC
@@ -124,7 +138,6 @@ WITH sel AS MATERIALIZED (
           AND b.channel = k.channel AND b.version = k.version
         LIMIT 1) AS b
 ), refs AS MATERIALIZED (
-    -- The blobs and the bases they extend (stored whole: one level).
     SELECT * FROM direct
   UNION
     SELECT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks, b.base
@@ -147,15 +160,15 @@ SELECT 'b', r.conversation_id, r.namespace, NULL, NULL, r.channel, r.type, NULL,
        NULL
 FROM refs r
 UNION ALL
-SELECT 'C', h.conversation_id, NULL, NULL, NULL, NULL, NULL,
-       string_agg(int4send(octet_length(c.data)) || c.data, ''::bytea ORDER BY h.hash),
-       string_agg(h.hash, ' ' ORDER BY h.hash), NULL, NULL, NULL, NULL
-FROM (SELECT DISTINCT r.conversation_id, unnest(r.chunks) AS hash FROM refs r) AS h
+SELECT 'C', n.conversation_id, NULL, NULL, NULL, NULL, NULL, c.data, c.hashes, NULL, NULL, NULL, NULL
+FROM (SELECT DISTINCT r.conversation_id FROM refs r) AS n
 CROSS JOIN LATERAL (
-    SELECT c.data FROM {schema}.snapshot_chunks c
-    WHERE c.tenant_id = %(tenant)s AND c.conversation_id = h.conversation_id AND c.hash = h.hash
-    LIMIT 1) AS c
-GROUP BY h.conversation_id
+    SELECT string_agg(int4send(octet_length(c.data)) || c.data, ''::bytea) AS data,
+           string_agg(c.hash, ' ') AS hashes
+    FROM {schema}.snapshot_chunks c
+    WHERE c.tenant_id = %(tenant)s AND c.conversation_id = n.conversation_id
+      AND c.hash IN (SELECT unnest(r.chunks) FROM refs r)) AS c
+WHERE c.data IS NOT NULL
 UNION ALL
 SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
        NULL, NULL, w.idx, NULL
@@ -166,11 +179,19 @@ CROSS JOIN LATERAL (
       AND w.snapshot_id = sel.snapshot_id
     OFFSET 0) AS w
 
+-- name: snapshot_metadata_list
+-- The metadata of the snapshots snapshot_read would select, newest first, for filtering where the
+-- database cannot (encrypted metadata); the matches are then read by snapshot_read with their ids.
+SELECT s.conversation_id, s.namespace, s.snapshot_id, s.metadata::text
+FROM {schema}.snapshots s
+WHERE s.tenant_id = %(tenant)s
+  AND (%(conversation_id)s::text IS NULL OR s.conversation_id = %(conversation_id)s)
+  AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
+  AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = %(snapshot_id)s)
+  AND (%(before)s::text IS NULL OR s.snapshot_id < %(before)s)
+ORDER BY s.snapshot_id DESC
+
 -- name: snapshot_chain
--- Walks the parents of %(snapshot_id)s (not the snapshot itself), nearest first, until every channel in
--- %(channels)s has a stored value (a blob at the version the ancestor references): its "seed". Returns
--- the ancestors walked ('a', with the channels seeded there), and unless %(payload)s is false the writes
--- those ancestors hold for channels not yet seeded above them, plus the seed blobs and their chunks.
 WITH RECURSIVE chain AS (
     SELECT p.snapshot_id, p.parent_id, p.channel_versions, 1 AS depth, x.remaining, x.seeded
     FROM {schema}.snapshots t
@@ -213,7 +234,6 @@ WITH RECURSIVE chain AS (
      AND b.channel = s.channel AND b.version = c.channel_versions ->> s.channel
     WHERE %(payload)s
 ), seeds AS MATERIALIZED (
-    -- The seeds and the bases they extend (stored whole: one level).
     SELECT * FROM seed_blobs
   UNION
     SELECT b.channel, b.version, b.type, b.chunks, b.base, false
@@ -293,11 +313,10 @@ WHERE c.tenant_id = %(tenant)s AND c.conversation_id = ANY(%(conversation_ids)s:
   AND NOT EXISTS (SELECT 1 FROM used u WHERE u.conversation_id = c.conversation_id AND u.hash = c.hash)
 
 -- name: snapshot_prune_heads
--- The head of every namespace, with the delta channels (LangGraph DeltaChannel) it has not snapshotted:
--- their values live in the writes of ancestors, which keep_latest must keep.
+-- The head of every namespace with its metadata (which names the delta channels it has not snapshotted,
+-- LangGraph DeltaChannel: their values live in the writes of ancestors, which keep_latest must keep).
 SELECT DISTINCT ON (s.conversation_id, s.namespace) s.conversation_id, s.namespace, s.snapshot_id,
-       ARRAY(SELECT jsonb_object_keys(CASE WHEN jsonb_typeof(s.metadata -> 'counters_since_delta_snapshot') = 'object'
-                                          THEN s.metadata -> 'counters_since_delta_snapshot' ELSE '{}' END))
+       s.metadata::text
 FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
 ORDER BY s.conversation_id, s.namespace, s.snapshot_id DESC
@@ -381,3 +400,115 @@ SELECT w.tenant_id, %(target)s, w.namespace, w.snapshot_id, w.task_id, w.idx, w.
 FROM {schema}.snapshot_writes w
 WHERE w.tenant_id = %(tenant)s AND w.conversation_id = %(source)s
 ON CONFLICT DO NOTHING
+
+-- Copies of encrypted conversations: ciphertexts are bound to their conversation, so the rows are read,
+-- sealed again for the target by the caller and inserted (see ops/snapshots.py copy()).
+
+-- name: snapshot_copy_read_chunks
+SELECT c.hash, c.data FROM {schema}.snapshot_chunks c
+WHERE c.tenant_id = %(tenant)s AND c.conversation_id = %(conversation_id)s
+
+-- name: snapshot_copy_read_blobs
+SELECT b.namespace, b.channel, b.version, b.type, b.chunks, b.base FROM {schema}.snapshot_blobs b
+WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
+
+-- name: snapshot_copy_read_snapshots
+SELECT s.namespace, s.snapshot_id, s.parent_id, s.run_id, s.type, s.data, s.metadata::text,
+       s.channel_versions::text, s.created_at, s.forked
+FROM {schema}.snapshots s
+WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s
+
+-- name: snapshot_copy_read_writes
+SELECT w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type, w.data, w.task_path
+FROM {schema}.snapshot_writes w
+WHERE w.tenant_id = %(tenant)s AND w.conversation_id = %(conversation_id)s
+
+-- name: snapshot_copy_insert_chunks
+INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
+SELECT %(tenant)s, %(target)s, x.hash, x.data
+FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_insert_blobs
+INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
+SELECT %(tenant)s, %(target)s, x.namespace, x.channel, x.version, x.type, string_to_array(x.chunks, ' '), x.base
+FROM unnest(%(namespaces)s::text[], %(channels)s::text[], %(versions)s::text[], %(types)s::text[],
+            %(chunk_lists)s::text[], %(bases)s::text[]) AS x(namespace, channel, version, type, chunks, base)
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_insert_snapshots
+INSERT INTO {schema}.snapshots
+    (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
+     channel_versions, created_at, forked)
+SELECT %(tenant)s, %(target)s, x.namespace, x.snapshot_id, x.parent_id, x.run_id, x.type, x.data, x.metadata::jsonb,
+       x.channel_versions::jsonb, x.created_at, x.forked
+FROM unnest(%(namespaces)s::text[], %(snapshot_ids)s::text[], %(parent_ids)s::text[], %(run_ids)s::text[],
+            %(types)s::text[], %(datas)s::bytea[], %(metadatas)s::text[], %(channel_versions)s::text[],
+            %(created)s::timestamptz[], %(forked)s::bool[])
+     AS x(namespace, snapshot_id, parent_id, run_id, type, data, metadata, channel_versions, created_at, forked)
+ON CONFLICT DO NOTHING
+
+-- name: snapshot_copy_insert_writes
+INSERT INTO {schema}.snapshot_writes
+    (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
+SELECT %(tenant)s, %(target)s, x.namespace, x.snapshot_id, x.task_id, x.idx, x.channel, x.type, x.data, x.task_path
+FROM unnest(%(namespaces)s::text[], %(snapshot_ids)s::text[], %(task_ids)s::text[], %(idxs)s::int[],
+            %(channels)s::text[], %(types)s::text[], %(datas)s::bytea[], %(task_paths)s::text[])
+     AS x(namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
+ON CONFLICT DO NOTHING
+
+-- Key rotation (ops/rotation.py) of the snapshot columns that hold ciphertexts: keyset pages in primary
+-- key order ("first" marks the first page) and compare-and-swap writes, as in rotation.sql.
+
+-- name: rot_snapshot_metadata_page
+SELECT s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id, s.metadata::text
+FROM {schema}.snapshots s
+WHERE (%(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s)
+  AND (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s)
+ORDER BY s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id
+LIMIT %(limit)s
+
+-- name: rot_snapshot_metadata_set
+UPDATE {schema}.snapshots s SET metadata = %(new)s::jsonb
+WHERE s.tenant_id = %(k1)s AND s.conversation_id = %(k2)s AND s.namespace = %(k3)s AND s.snapshot_id = %(k4)s
+  AND s.metadata::text = %(old)s
+
+-- name: rot_snapshot_data_page
+SELECT s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id, s.data
+FROM {schema}.snapshots s
+WHERE (%(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s)
+  AND (%(first)s OR (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id)
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text))
+ORDER BY s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id
+LIMIT %(limit)s
+
+-- name: rot_snapshot_data_set
+UPDATE {schema}.snapshots s SET data = %(new)s
+WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s AND s.snapshot_id = %(k3)s
+  AND s.data = %(old)s
+
+-- name: rot_snapshot_chunks_page
+SELECT c.tenant_id, c.conversation_id, c.hash, c.data
+FROM {schema}.snapshot_chunks c
+WHERE (%(tenant)s::text IS NULL OR c.tenant_id = %(tenant)s)
+  AND (%(first)s OR (c.tenant_id, c.conversation_id, c.hash) > (%(k0)s::text, %(k1)s::text, %(k2)s::text))
+ORDER BY c.tenant_id, c.conversation_id, c.hash
+LIMIT %(limit)s
+
+-- name: rot_snapshot_chunks_set
+UPDATE {schema}.snapshot_chunks c SET data = %(new)s
+WHERE c.tenant_id = %(k0)s AND c.conversation_id = %(k1)s AND c.hash = %(k2)s AND c.data = %(old)s
+
+-- name: rot_snapshot_writes_page
+SELECT w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx, w.data
+FROM {schema}.snapshot_writes w
+WHERE (%(tenant)s::text IS NULL OR w.tenant_id = %(tenant)s)
+  AND (%(first)s OR (w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx)
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text, %(k4)s::text, %(k5)s::int))
+ORDER BY w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx
+LIMIT %(limit)s
+
+-- name: rot_snapshot_writes_set
+UPDATE {schema}.snapshot_writes w SET data = %(new)s
+WHERE w.tenant_id = %(k0)s AND w.conversation_id = %(k1)s AND w.namespace = %(k2)s AND w.snapshot_id = %(k3)s
+  AND w.task_id = %(k4)s AND w.idx = %(k5)s AND w.data = %(old)s
