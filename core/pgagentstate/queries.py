@@ -26,7 +26,10 @@ def _raw() -> dict[str, str]:
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             if name in out:
                 raise RuntimeError(f"query {name!r} is defined twice")
-            out[name] = body.strip().rstrip(";")
+            # Comment lines are for readers of the .sql files, not for the server: dropping them keeps
+            # statements under psycopg's 4 KiB parse cache (a longer one is parsed again on every call).
+            code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
+            out[name] = code.strip().rstrip(";")
     return out
 
 
