@@ -44,7 +44,7 @@ DOCUMENTS = sorted(p for p in DOCS.glob("*.md") if runnable_blocks(p))
 FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})[ \t]*([^\s`]*)")
 PYTHON = {"python", "py", "python3"}
 # Documents whose Python blocks are not all runnable yet (empty once every document is converted).
-NOT_YET_RUNNABLE: set[str] = {"langgraph.md"}  # being converted by another change
+NOT_YET_RUNNABLE: set[str] = set()
 
 
 def python_block_lines(text: str) -> list[int]:
