@@ -444,7 +444,17 @@ class Workers:
             self.start(i, wait=False)
         for i, proc in enumerate(self.procs):
             assert proc is not None and proc.stdout is not None
-            if proc.stdout.readline().strip() != b"ready":
+            for _ in range(3):
+                if proc.stdout.readline().strip() == b"ready":
+                    break
+                # The free port picked for it was taken meanwhile (free_port() only asks the kernel for
+                # one): pick another and start the worker again.
+                proc.wait(10)
+                self.ports[i] = free_port()
+                self.start(i, wait=False)
+                proc = self.procs[i]
+                assert proc is not None and proc.stdout is not None
+            else:
                 raise RuntimeError(f"worker {i} did not start (log in {self.log_dir})")
         return self
 
