@@ -175,9 +175,17 @@ class Cluster:
 
     def wait_ready(self, timeout: float = 45.0) -> None:
         deadline = time.monotonic() + timeout
-        for w in self.workers:
+        for i, w in enumerate(self.workers):
+            moves = 0
             while True:
                 if w.proc is not None and w.proc.poll() is not None:
+                    if "address already in use" in self.log_tail(w, 5) and moves < 3:
+                        # free_port() only asked the kernel for a free port; someone took it meanwhile.
+                        moves += 1
+                        w.port = free_port()
+                        self.proxy.upstreams[i] = f"127.0.0.1:{w.port}"
+                        self.spawn(w)
+                        continue
                     raise RuntimeError(f"worker {w.name} exited with {w.proc.returncode}:\n{self.log_tail(w)}")
                 try:
                     with urllib.request.urlopen(f"http://127.0.0.1:{w.port}/healthz", timeout=2) as r:
