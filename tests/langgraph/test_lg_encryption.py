@@ -153,10 +153,11 @@ def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer,
     with pytest.raises(IntegrityError):
         esaver.get_tuple(cfg("t2"))
     run(esaver, "t3", turns=2)
-    # A chunk (a message) replaced by another chunk of the same thread.
+    # Chunks (messages) replaced by another chunk of the same thread: every chunk but one gets that one's
+    # ciphertext, so whichever chunks the newest checkpoint reads, one of them is out of place.
     tampered(dsn, schema, "UPDATE {s}.snapshot_chunks d SET data = (SELECT data FROM {s}.snapshot_chunks "
-                          "WHERE conversation_id = 't3' AND hash <> d.hash LIMIT 1) "
-                          "WHERE d.conversation_id = 't3' AND d.hash = (SELECT min(hash) FROM {s}.snapshot_chunks "
+                          "WHERE conversation_id = 't3' ORDER BY hash DESC LIMIT 1) "
+                          "WHERE d.conversation_id = 't3' AND d.hash <> (SELECT max(hash) FROM {s}.snapshot_chunks "
                           "WHERE conversation_id = 't3')")
     with pytest.raises(IntegrityError):
         esaver.get_tuple(cfg("t3"))
