@@ -9,7 +9,8 @@
 # Then: PGAGENTSTATE_TEST_DSN=postgresql://postgres@127.0.0.1:6432/test PGAGENTSTATE_PGBOUNCER=1 pytest ...
 #
 # Auth: the server behind trusts loopback, so PgBouncer trusts too (auth_type=trust); it still only admits the
-# user names listed in its auth_file: the superuser the tests use and the restricted role of the RLS tests.
+# user names listed in its auth_file: the superuser the tests use, the restricted role of the RLS tests and
+# the application role of docs/security.md.
 set -euo pipefail
 
 PGBOUNCER_DIR="${PGBOUNCER_DIR:-/tmp/pgagentstate-pgbouncer}"
@@ -17,7 +18,7 @@ PGBOUNCER_PORT="${PGBOUNCER_PORT:-6432}"
 PG_HOST="${PG_HOST:-127.0.0.1}"
 PG_PORT="${PG_PORT:-5432}"
 PGBOUNCER_POOL_SIZE="${PGBOUNCER_POOL_SIZE:-20}"
-PGBOUNCER_USERS="${PGBOUNCER_USERS:-postgres pgagentstate_test_app}"
+PGBOUNCER_USERS="${PGBOUNCER_USERS:-postgres pgagentstate_test_app pgagentstate_app}"
 PIDFILE="$PGBOUNCER_DIR/pgbouncer.pid"
 
 # PgBouncer refuses to run as root: run it as the postgres OS user when we are root.
