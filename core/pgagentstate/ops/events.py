@@ -6,6 +6,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any
 
 from ..codec import as_stored, check_id, check_text
@@ -73,24 +74,30 @@ def prepare_append(
         datas.append(seal_doc(ctx.cipher, data, lim, doc_ad(ctx, ref), path=f"state_patches[{i}]"))
     if len(set(refs)) != len(refs):
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
+    # Rows of JSON text built by hand: the payloads and patches are JSON text already (sealed or not).
+    rows = ",".join(
+        f"[{_str(i)},{_str(e.kind)},{_str(e.author)},{p},{_str(iso(e.created_at))}]"
+        for i, e, p in zip(ids, events, payloads, strict=True)
+    )
+    patches = ",".join(
+        f"[{_str(r.scope)},{_str(r.app_name)},{_str(r.subject)},{_str(r.name)},{d}]"
+        for r, d in zip(refs, datas, strict=True)
+    )
     stmt = Stmt(
         "events_append",
         {
             "conversation_id": conversation_id,
-            "event_ids": ids,
-            "kinds": [e.kind for e in events],
-            "authors": [e.author for e in events],
-            "payloads": payloads,
-            "created": [iso(e.created_at) for e in events],
+            "events": f"[{rows}]",
             "expected_seq": expected_seq,
-            "p_scopes": [r.scope for r in refs],
-            "p_apps": [r.app_name for r in refs],
-            "p_subjects": [r.subject for r in refs],
-            "p_names": [r.name for r in refs],
-            "p_data": datas,
+            "patches": f"[{patches}]" if patches else None,
         },
     )
     return PreparedAppend(stmt, ids, events, values)
+
+
+def _str(value: str | None) -> str:
+    """A JSON string literal (ids and labels are checked text: no NUL, no lone surrogate)."""
+    return "null" if value is None else encode_basestring(value)
 
 
 def append(
