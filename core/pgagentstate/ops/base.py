@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import base64
 from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from json.encoder import encode_basestring
 from typing import Any, Literal, TypeVar
 
 from ..codec import Limits
@@ -94,6 +96,18 @@ def count(name: str, /, **params: Any) -> Op[int]:
     """Run one statement in its own transaction; the number of rows it touched."""
     (n,) = yield Tx((Stmt(name, params, "rowcount"),))
     return n  # type: ignore[no-any-return]
+
+
+def json_str(value: str | None) -> str:
+    """A JSON string literal, for rows built as JSON text: many rows travel as one ``jsonb`` parameter,
+    which psycopg sends and Postgres parses faster than one array parameter per column. A NUL in
+    ``value`` makes Postgres refuse the parameter (callers check ids and labels first)."""
+    return "null" if value is None else encode_basestring(value)
+
+
+def json_b64(data: bytes) -> str:
+    """``data`` as a JSON string of base64, for ``decode(..., 'base64')`` on the server."""
+    return '"' + base64.b64encode(data).decode("ascii") + '"'
 
 
 def iso(value: datetime | None) -> str | None:

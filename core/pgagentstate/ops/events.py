@@ -6,7 +6,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from json.encoder import encode_basestring
 from typing import Any
 
 from ..codec import as_stored, check_id, check_text
@@ -14,7 +13,7 @@ from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
 from ..sealing import ad, seal, seal_doc, unseal
 from ..validation import check_patch
-from .base import Ctx, Op, Row, Stmt, Tx, iso, many, one
+from .base import Ctx, Op, Row, Stmt, Tx, iso, json_str, many, one
 from .state import check_ref, doc_ad
 
 
@@ -76,11 +75,11 @@ def prepare_append(
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
     # Rows of JSON text built by hand: the payloads and patches are JSON text already (sealed or not).
     rows = ",".join(
-        f"[{_str(i)},{_str(e.kind)},{_str(e.author)},{p},{_str(iso(e.created_at))}]"
+        f"[{json_str(i)},{json_str(e.kind)},{json_str(e.author)},{p},{json_str(iso(e.created_at))}]"
         for i, e, p in zip(ids, events, payloads, strict=True)
     )
     patches = ",".join(
-        f"[{_str(r.scope)},{_str(r.app_name)},{_str(r.subject)},{_str(r.name)},{d}]"
+        f"[{json_str(r.scope)},{json_str(r.app_name)},{json_str(r.subject)},{json_str(r.name)},{d}]"
         for r, d in zip(refs, datas, strict=True)
     )
     stmt = Stmt(
@@ -93,11 +92,6 @@ def prepare_append(
         },
     )
     return PreparedAppend(stmt, ids, events, values)
-
-
-def _str(value: str | None) -> str:
-    """A JSON string literal (ids and labels are checked text: no NUL, no lone surrogate)."""
-    return "null" if value is None else encode_basestring(value)
 
 
 def append(

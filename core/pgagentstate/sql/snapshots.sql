@@ -37,29 +37,30 @@
 -- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
 -- exist, nothing is written (0 rows) and the caller sends them again. The same goes for the %(bases)s of
 -- blobs that extend another version of their channel: a base must be stored whole (no base of its own),
--- so that a read follows at most one base.
+-- so that a read follows at most one base. (Both checks are skipped when there is nothing to check: an
+-- empty ANY() is planned as a scan of every chunk of the thread.) %(blobs)s is one jsonb array of
+-- [channel, version, type, space-separated chunk ids, base] rows, %(chunks)s one of [id, base64 data].
 WITH ok AS (
-    SELECT (SELECT count(*) FROM {schema}.snapshot_chunks k
-            WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
-              AND k.hash = ANY(%(known)s::text[])) = cardinality(%(known)s::text[])
-       AND (SELECT count(*) FROM unnest(%(channels)s::text[], %(bases)s::text[]) AS x(channel, base)
-            JOIN {schema}.snapshot_blobs b
-              ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
-             AND b.namespace = %(namespace)s AND b.channel = x.channel AND b.version = x.base
-             AND b.base IS NULL)
-           = cardinality(array_remove(%(bases)s::text[], NULL)) AS ok
+    SELECT (cardinality(%(known)s::text[]) = 0
+            OR (SELECT count(*) FROM {schema}.snapshot_chunks k
+                WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
+                  AND k.hash = ANY(%(known)s::text[])) = cardinality(%(known)s::text[]))
+       AND (%(n_bases)s = 0
+            OR (SELECT count(*) FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
+                JOIN {schema}.snapshot_blobs b
+                  ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
+                 AND b.namespace = %(namespace)s AND b.channel = x.r->>0 AND b.version = x.r->>4
+                 AND b.base IS NULL) = %(n_bases)s) AS ok
 ), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
-    SELECT %(tenant)s, %(conversation_id)s, x.hash, x.data
-    FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
+    SELECT %(tenant)s, %(conversation_id)s, x.r->>0, decode(x.r->>1, 'base64')
+    FROM jsonb_array_elements(%(chunks)s::jsonb) AS x(r)
     ON CONFLICT DO NOTHING
 ), blobs AS (
     INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
-    SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, x.channel, x.version, x.type,
-           string_to_array(x.chunks, ' '), x.base
-    FROM unnest(%(channels)s::text[], %(versions)s::text[], %(types)s::text[], %(chunk_lists)s::text[],
-                %(bases)s::text[])
-         AS x(channel, version, type, chunks, base)
+    SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, x.r->>0, x.r->>1, x.r->>2,
+           string_to_array(x.r->>3, ' '), x.r->>4
+    FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
     WHERE (SELECT ok FROM ok)
     ON CONFLICT DO NOTHING
 ), touched AS (
@@ -103,12 +104,13 @@ LIMIT 1
 -- name: snapshot_writes_put
 -- Regular writes (idx >= 0): the first writer wins. Special channels (negative idx: error, interrupt,
 -- resume, scheduled) are overwritten. Nothing is written for a conversation that does not exist.
+-- %(writes)s: one jsonb array of [task_id, idx, channel, type, base64 data, task_path] rows (one parameter
+-- is cheaper to send and to parse than six arrays, bytea[] as hex text in particular).
 INSERT INTO {schema}.snapshot_writes AS w
     (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
-SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, x.task_id, x.idx, x.channel, x.type,
-       x.data, x.task_path
-FROM unnest(%(task_ids)s::text[], %(idxs)s::int[], %(channels)s::text[], %(types)s::text[], %(datas)s::bytea[],
-            %(task_paths)s::text[]) AS x(task_id, idx, channel, type, data, task_path)
+SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, x.r->>0, (x.r->>1)::int, x.r->>2, x.r->>3,
+       decode(x.r->>4, 'base64'), x.r->>5
+FROM jsonb_array_elements(%(writes)s::jsonb) AS x(r)
 WHERE EXISTS (SELECT 1 FROM {schema}.conversations c WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx) DO UPDATE
 SET channel = EXCLUDED.channel, type = EXCLUDED.type, data = EXCLUDED.data, task_path = EXCLUDED.task_path
