@@ -145,7 +145,12 @@ class LangGraphRefundAgent:
         messages: list[BaseMessage] = list(snapshot.values.get("messages", []))
         last_human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)
         if retry and last_human is not None and last_human.content == text:
-            if snapshot.next:  # the crashed run stopped between nodes: continue from its last checkpoint
+            # The first attempt got this message into the thread. Its run is unfinished when the last
+            # checkpoint still has tasks: continue from there. Not `snapshot.next`, which leaves out tasks
+            # whose writes were saved: a run that died right after saving its input's writes shows the
+            # message in `values` and nothing `next`, though no node ran (the customer got no reply, and the
+            # message never reached a checkpoint of its own).
+            if snapshot.tasks:
                 await self.graph.ainvoke(None, config, durability="sync")
         else:
             await self.graph.ainvoke({"messages": [HumanMessage(text)]}, config, durability="sync")
