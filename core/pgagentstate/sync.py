@@ -863,7 +863,7 @@ class StateStore:
         channel_versions: Mapping[str, Any] | None = None,
         blobs: Sequence[snapshot_ops.SnapshotBlob] = (),
         run_id: str | None = None,
-        forked: bool = False,
+        forked: bool | None = False,
         framework: str = "",
     ) -> None:
         """Store a snapshot and the blobs of the channels that changed, in one statement.
@@ -875,8 +875,10 @@ class StateStore:
         ``framework``) if needed;
         with a parent the conversation must exist (:class:`~pgagentstate.errors.NotFound`). Unless
         ``forked``, the snapshot must be the only non-forked child of its parent (the only non-forked root
-        of its namespace when parentless): else :class:`~pgagentstate.errors.VersionConflict`. Storing the
-        same ``snapshot_id`` again replaces its data and metadata.
+        of its namespace when parentless): else :class:`~pgagentstate.errors.VersionConflict`. ``forked=None``
+        decides at write time: not a fork if the namespace has no snapshot yet (so that of two first snapshots
+        of a new thread only one wins), else a fork. Storing the same ``snapshot_id`` again replaces its data
+        and metadata.
         """
         self.run(
             snapshot_ops.put(

@@ -49,18 +49,25 @@ def test_two_first_turns_of_a_new_thread_cannot_both_win(saver: PostgresCheckpoi
         put(saver, "new", None, step=-1)
 
 
-def test_concurrent_runs_on_one_thread_raise_instead_of_forking(saver: PostgresCheckpointer) -> None:
-    """Two invokes of the same thread that load the same head: one finishes, the other gets
-    VersionConflict, and the thread stays one chain."""
+def test_a_parentless_checkpoint_after_the_first_is_a_branch(saver: PostgresCheckpointer) -> None:
+    """A run with durability="exit" saves only its last checkpoint, with no parent on a new thread: it claims
+    the thread when the thread is empty (see the race below); put into a thread in use, it is a branch (as
+    LangGraph's conformance suite does), not a conflict."""
     saver.setup()
+    first = put(saver, "exit", None, step=2)["configurable"]["checkpoint_id"]
+    second = put(saver, "exit", None, step=5)["configurable"]["checkpoint_id"]
+    assert [t.checkpoint["id"] for t in saver.list(cfg("exit"))] == [second, first]
+
+
+def race_two_invokes(saver: PostgresCheckpointer, thread: str, durability: Any) -> dict[str, BaseException | None]:
+    """Two invokes of ``thread`` that both load its head (None for a new thread) before either saves."""
     graph = three_nodes().compile(checkpointer=saver)
-    graph.invoke({"messages": [HumanMessage("hello")]}, cfg("double"))
     barrier = threading.Barrier(2)
     real_get_tuple = saver.get_tuple
 
     def get_tuple_then_wait(config: Any) -> Any:
         found = real_get_tuple(config)
-        if threading.current_thread().name.startswith("double"):
+        if threading.current_thread().name.startswith(thread):
             barrier.wait(timeout=30)  # both runs have loaded the head before either saves
         return found
 
@@ -69,22 +76,41 @@ def test_concurrent_runs_on_one_thread_raise_instead_of_forking(saver: PostgresC
 
     def run(name: str) -> None:
         try:
-            graph.invoke({"messages": [HumanMessage(name)]}, cfg("double"), durability="sync")
+            graph.invoke({"messages": [HumanMessage(name)]}, cfg(thread), durability=durability)
             results[name] = None
         except BaseException as exc:
             results[name] = exc
 
-    threads = [threading.Thread(target=run, args=(f"double-{i}",), name=f"double-{i}") for i in range(2)]
+    threads = [threading.Thread(target=run, args=(f"{thread}-{i}",), name=f"{thread}-{i}") for i in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
     saver.get_tuple = real_get_tuple  # type: ignore[method-assign]
+    return results
+
+
+def assert_one_won_and_no_fork(saver: PostgresCheckpointer, thread: str, results: dict[str, Any]) -> None:
     errors = [e for e in results.values() if e is not None]
     assert len(results) == 2 and len(errors) == 1 and isinstance(errors[0], VersionConflict)
-    history = list(saver.list(cfg("double")))
-    parents = [t.parent_config["configurable"]["checkpoint_id"] for t in history if t.parent_config]
-    assert len(parents) == len(set(parents))  # no checkpoint has two children: no fork
+    history = list(saver.list(cfg(thread)))
+    parents = [t.parent_config["configurable"]["checkpoint_id"] if t.parent_config else None for t in history]
+    assert len(parents) == len(set(parents))  # no checkpoint has two children, and there is one root: no fork
+
+
+def test_concurrent_runs_on_one_thread_raise_instead_of_forking(saver: PostgresCheckpointer) -> None:
+    """Two invokes of the same thread that load the same head: one finishes, the other gets
+    VersionConflict, and the thread stays one chain."""
+    saver.setup()
+    three_nodes().compile(checkpointer=saver).invoke({"messages": [HumanMessage("hello")]}, cfg("double"))
+    assert_one_won_and_no_fork(saver, "double", race_two_invokes(saver, "double", "sync"))
+
+
+@pytest.mark.parametrize("durability", ["sync", "async", "exit"])
+def test_two_first_runs_of_a_new_thread_cannot_both_win(saver: PostgresCheckpointer, durability: Any) -> None:
+    saver.setup()
+    thread = f"first-{durability}"
+    assert_one_won_and_no_fork(saver, thread, race_two_invokes(saver, thread, durability))
 
 
 def test_a_write_after_delete_thread_does_not_resurrect_it(saver: PostgresCheckpointer) -> None:

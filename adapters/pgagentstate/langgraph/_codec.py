@@ -43,6 +43,9 @@ from ._objcache import ObjectCache
 #: such a checkpoint on purpose (time travel, update_state on an old checkpoint, get_state_history) and
 #: then saves a child of it is starting a branch, not racing another writer: that child is stored as a fork.
 FORK_FROM = "__pgagentstate_fork_from__"
+#: Config key LangGraph's run loop sets on the configs it passes to the saver (its durability mode): a put
+#: that carries it comes from a graph run, not from a direct call of the saver's API.
+RUN_KEY = "__pregel_durability"
 #: Blob type of a list stored one element per chunk.
 LIST_TYPE = "pgagentstate/list"
 #: Strings up to this many characters stay inline in the checkpoint row.
@@ -299,18 +302,22 @@ def metadata_for(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[s
     return dict(get_serializable_checkpoint_metadata(config, metadata))
 
 
-def is_fork(config: RunnableConfig, metadata: Mapping[str, Any]) -> bool:
+def is_fork(config: RunnableConfig, metadata: Mapping[str, Any]) -> bool | None:
     """Whether a put starts a branch on purpose (stored as a fork) rather than continuing the chain.
 
-    With a parent: the run loaded that parent while it was not the head (see FORK_FROM). Without one: any
-    checkpoint but a run's first (step -1) — a run's first checkpoint claims an empty thread, and two of
-    those racing would otherwise fork the thread from its first turn.
+    With a parent: the run loaded that parent while it was not the head (see FORK_FROM). Without one, from
+    a graph run: the run found the thread empty, so its checkpoint claims the thread — a run's input
+    checkpoint (step -1), or with ``durability="exit"`` the only one it saves — and of two first runs
+    racing, one gets VersionConflict instead of both winning. Without one, from a direct call: it claims the
+    thread if the thread is still empty and is a branch otherwise (None: the core decides when it writes).
     """
     conf = config.get("configurable") or {}
     parent = conf.get("checkpoint_id")
     if parent:
         return bool(conf.get(FORK_FROM) == parent)
-    return metadata.get("step") != -1
+    if metadata.get("step") == -1 or RUN_KEY in conf:
+        return False
+    return None
 
 
 def load_write(serde: SerializerProtocol, w: SnapshotWrite) -> Any:

@@ -178,7 +178,7 @@ def put(
     channel_versions: Mapping[str, Any],
     blobs: Sequence[SnapshotBlob],
     run_id: str | None,
-    forked: bool,
+    forked: bool | None,
     framework: str,
 ) -> Op[None]:
     lim = ctx.limits

@@ -33,7 +33,9 @@
 
 -- name: snapshot_put
 -- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
--- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx.
+-- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx. %(forked)s NULL
+-- (parentless snapshots): a fork unless the namespace is empty, so that of two first snapshots racing for
+-- an empty thread one fails on that index too.
 -- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
 -- exist, nothing is written (0 rows) and the caller sends them again. The same goes for the %(bases)s of
 -- blobs that extend another version of their channel: a base must be stored whole (no base of its own),
@@ -72,7 +74,11 @@ INSERT INTO {schema}.snapshots AS s
     (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
      channel_versions, forked)
 SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, %(parent_id)s, %(run_id)s, %(type)s,
-       %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb, %(forked)s
+       %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb,
+       coalesce(%(forked)s::boolean, EXISTS (
+           SELECT 1 FROM {schema}.snapshots x
+           WHERE x.tenant_id = %(tenant)s AND x.conversation_id = %(conversation_id)s
+             AND x.namespace = %(namespace)s))
 WHERE (SELECT ok FROM ok)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
 SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
