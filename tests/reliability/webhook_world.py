@@ -38,6 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from world import Acknowledged
+
 from pgagentstate.demo.agents import channel_conversation_id
 from pgagentstate.demo.cluster import APP_SECRET, Cluster, Worker
 from pgagentstate.demo.dialogue import ASK_EMAIL
@@ -102,7 +104,7 @@ def wamid_of(customer: str, k: int) -> str:
 
 
 @dataclass
-class PlayResult:
+class PlayResult(Acknowledged):
     conversations: int
     messages: int  # customer messages answered with a 200
     seconds: float
@@ -117,17 +119,6 @@ class PlayResult:
     @property
     def turns_per_second(self) -> float:
         return self.messages / self.seconds if self.seconds else 0.0
-
-    def percentile(self, p: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-    def recovery_after(self, t: float) -> float:
-        """Seconds from ``t`` to the first answered message after it."""
-        later = [a for a in self.acks if a > t]
-        return (min(later) - t) if later else float("inf")
 
     def summary(self) -> dict[str, Any]:
         return {

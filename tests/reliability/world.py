@@ -486,8 +486,27 @@ class Workers:
         self.stop_all()
 
 
+class Acknowledged:
+    """What a run result derives from its ``latencies`` (seconds per answered message) and ``acks`` (monotonic
+    time of each answer)."""
+
+    latencies: list[float]
+    acks: list[float]
+
+    def percentile(self, p: float) -> float:
+        if not self.latencies:
+            return float("nan")
+        ordered = sorted(self.latencies)
+        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+    def recovery_after(self, t: float) -> float:
+        """Seconds from ``t`` to the first answer after it."""
+        later = [a for a in self.acks if a > t]
+        return (min(later) - t) if later else float("inf")
+
+
 @dataclass
-class RunResult:
+class RunResult(Acknowledged):
     conversations: int
     turns: int
     seconds: float
@@ -501,17 +520,6 @@ class RunResult:
     @property
     def turns_per_second(self) -> float:
         return self.turns / self.seconds if self.seconds else 0.0
-
-    def percentile(self, p: float) -> float:
-        if not self.latencies:
-            return float("nan")
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
-
-    def recovery_after(self, t: float) -> float:
-        """Seconds from ``t`` to the first acknowledgement after it."""
-        later = [a for a in self.acks if a > t]
-        return (min(later) - t) if later else float("inf")
 
     def summary(self) -> dict[str, Any]:
         inside = statistics.median(self.server_seconds) * 1000 if self.server_seconds else None

@@ -111,5 +111,5 @@ def json_b64(data: bytes) -> str:
 
 
 def iso(value: datetime | None) -> str | None:
-    """Timestamps travel in arrays as ISO text (psycopg cannot type an all-NULL array)."""
+    """A timestamp as ISO text, for rows built as JSON (see :func:`json_str`)."""
     return None if value is None else value.isoformat()
