@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -48,6 +49,21 @@ def test_same_key_other_request_is_rejected(payment: Service) -> None:
     status, body, _ = _post(f"{payment.url}/v1/refunds", {"order_id": "1", "amount": 2.0}, "k")
     assert status == 422 and "different request" in str(body["error"])
     assert payment.ledger.stats()["effects"] == 1
+
+
+def test_caller_killed_mid_request_records_nothing(payment: Service) -> None:
+    """A caller that dies between its headers and its body (kill -9) must not leave an empty refund behind,
+    which would also make its retry, with the same key and the whole body, a 422 'different request'."""
+    host, port = payment.url.removeprefix("http://").split(":")
+    body = json.dumps({"order_id": "7", "amount": 3.0}).encode()
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"POST /v1/refunds HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Idempotency-Key: cut\r\nContent-Length: %d\r\n\r\n" % len(body) + body[:5])
+        sock.shutdown(socket.SHUT_WR)
+        assert sock.recv(1024) == b""  # no answer: the request never arrived whole
+    status, _, _ = _post(f"{payment.url}/v1/refunds", {"order_id": "7", "amount": 3.0}, "cut")
+    assert status == 200
+    assert [e["request"] for e in payment.ledger.effects()] == [{"order_id": "7", "amount": 3.0}]
 
 
 async def test_timeout_means_paid_but_unknown_and_a_retry_learns_it(payment: Service) -> None:

@@ -87,6 +87,9 @@ def _handler_for(proxy: RoundRobinProxy) -> type[BaseHTTPRequestHandler]:
         def _proxy(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length) if length else b""
+            if len(body) < length:  # the caller went away mid-request: forward nothing
+                self.close_connection = True
+                return
             headers = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
             status, out, data = proxy.forward(self.command, self.path, headers, body)
             self.send_response(status)

@@ -236,8 +236,14 @@ def _handler_for(service: Service) -> type[BaseHTTPRequestHandler]:
 
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
+            data = self.rfile.read(length)
+            if len(data) < length:
+                # The caller died mid-request (kill -9 between headers and body): like a real API, do nothing,
+                # rather than take the missing body for an empty request and record an effect for it.
+                self.close_connection = True
+                return
             try:
-                request = json.loads(self.rfile.read(length) or b"{}")
+                request = json.loads(data or b"{}")
             except ValueError:
                 self._send(400, {"error": "body is not JSON"})
                 return
