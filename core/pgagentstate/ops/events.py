@@ -104,7 +104,9 @@ def append(
     prepared = prepare_append(ctx, conversation_id, events, expected_seq, state_patches)
     if not prepared.ids:
         return []
-    fast = Stmt("events_append_fast", {**prepared.stmt.params, "n": len(prepared.ids)})
+    params = prepared.stmt.params
+    name = "events_append_fast" if params["patches"] else "events_append_plain"
+    fast = Stmt(name, {**params, "n": len(prepared.ids)})
     try:
         (rows,) = yield Tx((fast,))
     except AlreadyExists:

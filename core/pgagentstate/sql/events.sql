@@ -79,6 +79,23 @@ FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS t(r, ord)
 CROSS JOIN head
 RETURNING e.seq, e.event_id, e.created_at
 
+-- name: events_append_plain
+-- events_append_fast for an append without state patches (the usual one): the two patch CTEs, even when
+-- empty, open state_documents, state_changes and their indexes, ~10% of this statement's server time.
+WITH head AS (
+    UPDATE {schema}.conversations c
+    SET last_seq = c.last_seq + %(n)s, version = c.version + 1, updated_at = now()
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
+      AND (%(expected_seq)s::bigint IS NULL OR c.last_seq = %(expected_seq)s)
+    RETURNING c.last_seq - %(n)s AS base
+)
+INSERT INTO {schema}.events AS e (tenant_id, conversation_id, seq, event_id, kind, author, payload, created_at)
+SELECT %(tenant)s, %(conversation_id)s, head.base + t.ord, t.r->>0, t.r->>1, t.r->>2, t.r->3,
+       coalesce((t.r->>4)::timestamptz, now())
+FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS t(r, ord)
+CROSS JOIN head
+RETURNING e.seq, e.event_id, e.created_at
+
 -- name: events_by_id
 SELECT e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
 FROM {schema}.events e
