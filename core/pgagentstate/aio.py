@@ -525,6 +525,25 @@ class AsyncStateStore:
         """Remove every event of the conversation; returns how many."""
         return await self.run(event_ops.clear(self._ctx, conversation_id))
 
+    async def replace_events(
+        self,
+        conversation_id: str,
+        events: Sequence[NewEvent],
+        *,
+        tail: Sequence[str] | None = None,
+        prune: Callable[[Event], bool] | None = None,
+    ) -> list[Event] | None:
+        """Replace the newest events with ``events`` in one transaction: a crash leaves the old history or
+        the new one, never a cleared log (compaction, summarisation).
+
+        ``tail``: the ids of the newest events to replace, oldest first (read earlier, e.g. with
+        :meth:`list_events`); None replaces the whole history. Returns the new events, or None, with nothing
+        changed, when the newest events are no longer ``tail`` (an append or a pop got there first).
+        ``prune``: events older than the tail, oldest first, are deleted too for as long as it returns True
+        (e.g. expired items). Replaced events' seq numbers are reused by the new ones, as after a pop.
+        """
+        return await self.run(event_ops.replace(self._ctx, conversation_id, events, tail, prune))
+
     # --- state documents -----------------------------------------------------------------------------
 
     async def get_state(self, ref: StateRef) -> StateDoc | None:

@@ -524,6 +524,25 @@ class StateStore:
         """Remove every event of the conversation; returns how many."""
         return self.run(event_ops.clear(self._ctx, conversation_id))
 
+    def replace_events(
+        self,
+        conversation_id: str,
+        events: Sequence[NewEvent],
+        *,
+        tail: Sequence[str] | None = None,
+        prune: Callable[[Event], bool] | None = None,
+    ) -> list[Event] | None:
+        """Replace the newest events with ``events`` in one transaction: a crash leaves the old history or
+        the new one, never a cleared log (compaction, summarisation).
+
+        ``tail``: the ids of the newest events to replace, oldest first (read earlier, e.g. with
+        :meth:`list_events`); None replaces the whole history. Returns the new events, or None, with nothing
+        changed, when the newest events are no longer ``tail`` (an append or a pop got there first).
+        ``prune``: events older than the tail, oldest first, are deleted too for as long as it returns True
+        (e.g. expired items). Replaced events' seq numbers are reused by the new ones, as after a pop.
+        """
+        return self.run(event_ops.replace(self._ctx, conversation_id, events, tail, prune))
+
     # --- state documents -----------------------------------------------------------------------------
 
     def get_state(self, ref: StateRef) -> StateDoc | None:

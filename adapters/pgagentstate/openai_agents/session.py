@@ -13,7 +13,7 @@ row is created lazily, on the first append that finds it missing.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import TracebackType
 from typing import Any, cast
 
@@ -24,10 +24,15 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 from pgagentstate import AsyncStateStore
 from pgagentstate.codec import check_id
 from pgagentstate.errors import ConflictError, ConnectionLost, NotFound, PgAgentStateError
-from pgagentstate.models import Conversation, NewEvent
+from pgagentstate.models import Conversation, Event, NewEvent
 
 from ._identity import identity_of
 from ._store import resolve_store
+
+try:  # The SDK's hook for compaction that keeps older history (private to the SDK, hence optional).
+    from agents.memory.session import _CompactionSnapshot
+except ImportError:  # pragma: no cover - older SDKs compact with the whole-history path only
+    _CompactionSnapshot = None  # type: ignore[assignment,misc]
 
 FRAMEWORK = "openai_agents"
 
@@ -169,6 +174,68 @@ class PostgresSession:
         if user:
             await self._check_owner(store, tenant, user, create=False)
         await store.clear_events(self.session_id)
+
+    # ------------------------------------------------------------------ compaction
+
+    async def replace_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
+        """Replace the whole history with ``items`` in one transaction (e.g. with a summary of it): a crash
+        leaves the old items or the new ones, never an empty session."""
+        store, tenant, user = await self._route(wrapper)
+        if user:
+            await self._check_owner(store, tenant, user, create=True)
+        events = [_to_event(item) for item in items]
+        try:
+            await store.replace_events(self.session_id, events)
+        except NotFound:
+            if events:
+                await self._ensure(store, user)
+                await store.replace_events(self.session_id, events)
+
+    # OpenAIResponsesCompactionSession looks for these two hooks on the session it wraps; without them it
+    # replaces history with clear_session() then add_items(), and a process that dies in between loses the
+    # whole conversation. A subclass may transform items on the way in or out, so it gets the SDK's
+    # fallback, as subclasses of the SDK's own sessions do.
+
+    async def _atomic_replace_items(self, items: list[TResponseInputItem]) -> bool:
+        if type(self) is not PostgresSession:
+            return False
+        await self.replace_items(items)
+        return True
+
+    async def _get_compaction_snapshot(
+        self, limit: int, *, prune_prefix: Callable[[TResponseInputItem], bool] | None = None
+    ) -> _CompactionSnapshot | None:
+        """The newest ``limit`` items, whether they are the whole history, and a replacement of a suffix of
+        them that is refused (False) when the session changed since: the SDK's compaction then keeps the
+        older history instead of reading and rewriting all of it."""
+        if _CompactionSnapshot is None or type(self) is not PostgresSession:
+            return None
+        store, _, _ = await self._route(None)
+        events = await store.list_events(self.session_id, limit=limit + 1)  # one more tells completeness
+        complete = len(events) <= limit
+        events = events[-limit:] if limit > 0 else []
+        ids = [e.event_id for e in events]
+
+        def prune(event: Event) -> bool:
+            assert prune_prefix is not None
+            return bool(prune_prefix(cast(TResponseInputItem, event.payload)))
+
+        async def replace_suffix(start: int, output: list[TResponseInputItem]) -> bool:
+            tail = ids[start:]
+            if not tail:
+                return False
+            try:
+                new = await store.replace_events(
+                    self.session_id, [_to_event(item) for item in output], tail=tail,
+                    prune=None if prune_prefix is None else prune,
+                )  # fmt: skip
+            except NotFound:  # deleted meanwhile
+                return False
+            return new is not None
+
+        return _CompactionSnapshot([cast(TResponseInputItem, e.payload) for e in events], complete, replace_suffix)
 
     # ------------------------------------------------------------------ beyond the protocol
 

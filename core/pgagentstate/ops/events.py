@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -153,6 +153,65 @@ def complete_append(
     if expected_seq is not None and head[1] != expected_seq:
         raise VersionConflict(expected_seq, head[1], what=f"conversation {conversation_id!r} seq")
     return None
+
+
+_PRUNE_BATCH = 100
+
+
+def replace(
+    ctx: Ctx,
+    conversation_id: str,
+    events: Sequence[NewEvent],
+    tail: Sequence[str] | None,
+    prune: Callable[[Event], bool] | None,
+) -> Op[list[Event] | None]:
+    """Replace the newest events (ids ``tail``, oldest first; the whole log when None) with ``events``, in
+    one transaction under the conversation row lock. None, and nothing changed, when the log's newest
+    events are no longer ``tail``. ``prune`` deletes older events, oldest first, while it returns True."""
+    prepared = prepare_append(ctx, conversation_id, events, None)
+    expected = None if tail is None else [check_id(t, f"tail[{i}]", ctx.limits) for i, t in enumerate(tail)]
+    cid = {"conversation_id": conversation_id}
+    (head,) = yield Tx((Stmt("conversation_lock_row", cid, "one"),), hold=True)
+    if head is None:
+        yield Tx(())  # ends the transaction
+        raise NotFound(f"conversation {conversation_id!r} does not exist")
+    last_seq = int(head[0])
+    from_seq, upto = last_seq + 1, 0
+    if expected is None:
+        upto = last_seq
+    else:
+        if expected:
+            (rows,) = yield Tx((Stmt("events_tail_ids", {**cid, "n": len(expected)}),), hold=True)
+            if [r[1] for r in rows] != expected:
+                yield Tx(())  # someone appended or popped since the tail was read: change nothing
+                return None
+            from_seq = int(rows[0][0])
+        if prune is not None:
+            upto = yield from _prunable_prefix(ctx, conversation_id, from_seq, prune)
+    cut = Stmt("events_cut", {**cid, "upto": upto, "from_seq": from_seq}, "one")
+    if not prepared.ids:
+        yield Tx((cut,))
+        return []
+    _, rows = yield Tx((cut, Stmt("events_append_plain", {**prepared.stmt.params, "n": len(prepared.ids)})))
+    done = yield from complete_append(ctx, conversation_id, prepared, rows, None)
+    if done is None:  # pragma: no cover - the row lock is held: the append cannot miss
+        raise VersionConflict(None, None, what=f"conversation {conversation_id!r} seq")
+    return done
+
+
+def _prunable_prefix(ctx: Ctx, conversation_id: str, before_seq: int, prune: Callable[[Event], bool]) -> Op[int]:
+    """The seq of the last event of the longest prefix (before ``before_seq``) that ``prune`` accepts; 0 if
+    none. Read in batches inside the caller's transaction."""
+    upto = 0
+    while True:
+        params = {"conversation_id": conversation_id, "after_seq": upto, "before_seq": before_seq}
+        (rows,) = yield Tx((Stmt("events_oldest", {**params, "limit": _PRUNE_BATCH}),), hold=True)
+        for row in rows:
+            if not prune(event_from_row(ctx, row)):
+                return upto
+            upto = int(row[1])
+        if len(rows) < _PRUNE_BATCH:
+            return upto
 
 
 def list_(

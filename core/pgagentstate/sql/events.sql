@@ -175,3 +175,40 @@ WITH head AS (
     RETURNING 1
 )
 SELECT count(*) FROM gone
+
+-- name: events_tail_ids
+-- The newest %(n)s events, oldest first, as (seq, event_id): what a replacement of the tail checks against.
+SELECT seq, event_id FROM (
+    SELECT e.seq, e.event_id
+    FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+    ORDER BY e.seq DESC
+    LIMIT %(n)s
+) tail
+ORDER BY seq
+
+-- name: events_oldest
+-- The oldest %(limit)s events after seq %(after_seq)s and before %(before_seq)s, oldest first (a prefix
+-- to prune, read in batches).
+SELECT e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload::text, e.created_at
+FROM {schema}.events e
+WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+  AND e.seq > %(after_seq)s AND e.seq < %(before_seq)s
+ORDER BY e.seq
+LIMIT %(limit)s
+
+-- name: events_cut
+-- Under the conversation row lock (conversation_lock_row): deletes the events up to %(upto)s (a pruned
+-- prefix; 0 for none) and from %(from_seq)s on (a replaced tail), and moves last_seq back to just before
+-- the tail, so that what is appended next continues the log without a gap (as a pop does).
+WITH gone AS (
+    DELETE FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+      AND (e.seq <= %(upto)s OR e.seq >= %(from_seq)s)
+    RETURNING 1
+), head AS (
+    UPDATE {schema}.conversations c
+    SET last_seq = %(from_seq)s - 1, version = c.version + 1, updated_at = now()
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
+)
+SELECT count(*) FROM gone
