@@ -10,7 +10,9 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from agents.extensions.memory import EncryptedSession
 from agents.memory import OpenAIResponsesCompactionSession
+from cryptography.fernet import Fernet
 from oa_samples import SessionFactory
 
 from pgagentstate import AsyncStateStore
@@ -123,3 +125,17 @@ async def test_a_subclass_gets_the_sdk_fallback(astore: AsyncStateStore) -> None
     s = Transforming("sub", store=astore)
     assert await s._get_compaction_snapshot(3) is None
     assert await s._atomic_replace_items([SUMMARY]) is False
+
+
+async def test_encrypted_session_compacts_through_the_snapshot_hook(session_factory: SessionFactory) -> None:
+    # EncryptedSession passes its own expiry test as prune_prefix and re-encrypts the summary.
+
+    backend: Any = session_factory("enc")
+    s: Any = EncryptedSession("enc", backend, encryption_key=Fernet.generate_key().decode("ascii"))
+    await s.add_items([_msg(i) for i in range(4)])
+    snap = await s._get_compaction_snapshot(2)
+    assert snap is not None and snap.items == [_msg(2), _msg(3)]
+    assert await snap.replace_suffix(0, [SUMMARY]) is True
+    assert await s.get_items() == [_msg(0), _msg(1), SUMMARY]
+    stored = await backend.get_items()
+    assert len(stored) == 3 and SUMMARY not in stored  # the summary is stored encrypted
