@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from json.encoder import encode_basestring
@@ -103,6 +103,13 @@ def json_str(value: str | None) -> str:
     which psycopg sends and Postgres parses faster than one array parameter per column. A NUL in
     ``value`` makes Postgres refuse the parameter (callers check ids and labels first)."""
     return "null" if value is None else encode_basestring(value)
+
+
+def json_rows(rows: Iterable[Iterable[str]]) -> str | None:
+    """Rows of JSON fragments (see :func:`json_str`) as the text of one JSON array of arrays; None when
+    there is no row (``jsonb_array_elements(NULL)`` yields nothing, as ``'[]'`` does)."""
+    text = ",".join("[" + ",".join(row) + "]" for row in rows)
+    return f"[{text}]" if text else None
 
 
 def json_b64(data: bytes) -> str:

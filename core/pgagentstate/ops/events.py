@@ -13,7 +13,7 @@ from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
 from ..sealing import ad, seal, seal_doc, unseal
 from ..validation import check_patch
-from .base import Ctx, Op, Row, Stmt, Tx, iso, json_str, many, one
+from .base import Ctx, Op, Row, Stmt, Tx, iso, json_rows, json_str, many, one
 from .state import check_ref, doc_ad
 
 
@@ -31,6 +31,12 @@ class PreparedAppend:
     ids: list[str]
     events: Sequence[NewEvent]
     payloads: list[Any]  # as stored (after the store's sanitiser, if any)
+
+    def first_try(self) -> Stmt:
+        """The cheaper statement that appends new event ids (a stored one makes it fail with
+        AlreadyExists), without the patch CTEs when there is no state patch."""
+        name = "events_append_fast" if self.stmt.params["patches"] else "events_append_plain"
+        return Stmt(name, {**self.stmt.params, "n": len(self.ids)})
 
 
 def prepare_append(
@@ -74,21 +80,19 @@ def prepare_append(
     if len(set(refs)) != len(refs):
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
     # Rows of JSON text built by hand: the payloads and patches are JSON text already (sealed or not).
-    rows = ",".join(
-        f"[{json_str(i)},{json_str(e.kind)},{json_str(e.author)},{p},{json_str(iso(e.created_at))}]"
-        for i, e, p in zip(ids, events, payloads, strict=True)
-    )
-    patches = ",".join(
-        f"[{json_str(r.scope)},{json_str(r.app_name)},{json_str(r.subject)},{json_str(r.name)},{d}]"
-        for r, d in zip(refs, datas, strict=True)
-    )
     stmt = Stmt(
         "events_append",
         {
             "conversation_id": conversation_id,
-            "events": f"[{rows}]",
+            "events": json_rows(
+                (json_str(i), json_str(e.kind), json_str(e.author), p, json_str(iso(e.created_at)))
+                for i, e, p in zip(ids, events, payloads, strict=True)
+            ),
             "expected_seq": expected_seq,
-            "patches": f"[{patches}]" if patches else None,
+            "patches": json_rows(
+                (json_str(r.scope), json_str(r.app_name), json_str(r.subject), json_str(r.name), d)
+                for r, d in zip(refs, datas, strict=True)
+            ),
         },
     )
     return PreparedAppend(stmt, ids, events, values)
@@ -104,11 +108,8 @@ def append(
     prepared = prepare_append(ctx, conversation_id, events, expected_seq, state_patches)
     if not prepared.ids:
         return []
-    params = prepared.stmt.params
-    name = "events_append_fast" if params["patches"] else "events_append_plain"
-    fast = Stmt(name, {**params, "n": len(prepared.ids)})
     try:
-        (rows,) = yield Tx((fast,))
+        (rows,) = yield Tx((prepared.first_try(),))
     except AlreadyExists:
         pass  # an event id is stored already (a retry): the full statement below skips it
     else:
@@ -192,7 +193,7 @@ def replace(
     if not prepared.ids:
         yield Tx((cut,))
         return []
-    _, rows = yield Tx((cut, Stmt("events_append_plain", {**prepared.stmt.params, "n": len(prepared.ids)})))
+    _, rows = yield Tx((cut, prepared.first_try()))
     done = yield from complete_append(ctx, conversation_id, prepared, rows, None)
     if done is None:  # pragma: no cover - the row lock is held: the append cannot miss
         raise VersionConflict(None, None, what=f"conversation {conversation_id!r} seq")

@@ -25,7 +25,7 @@ from ..codec import check_id, check_text, decode_text, encode
 from ..crypto import BYTES_MARKER, is_sealed_bytes
 from ..errors import AlreadyExists, IntegrityError, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
 from ..sealing import ad, seal, unseal
-from .base import Ctx, Op, Row, Stmt, Tx, json_b64, json_str, many, one
+from .base import Ctx, Op, Row, Stmt, Tx, json_b64, json_rows, json_str, many, one
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,15 +229,15 @@ def put(
         "metadata": seal(ctx.cipher, dict(metadata), lim, meta_ad(ctx.tenant, *place), path="metadata"),
         "channel_versions": encode(dict(channel_versions), lim, path="channel_versions"),
         "forked": forked,
-        "chunks": "[" + ",".join(
-            f"[{json_str(h)},{json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h)))}]"
+        "chunks": json_rows(
+            (json_str(h), json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h))))
             for h, c in chunks.items()
-        ) + "]" if chunks else None,
+        ),
         "known": sorted(known - chunks.keys()),
-        "blobs": "[" + ",".join(
-            f"[{json_str(c)},{json_str(v)},{json_str(t)},{json_str(h)},{json_str(b)}]"
+        "blobs": json_rows(
+            (json_str(c), json_str(v), json_str(t), json_str(h), json_str(b))
             for c, v, t, h, b in zip(channels, versions, types, lists, bases, strict=True)
-        ) + "]" if channels else None,
+        ),
         "n_bases": sum(b is not None for b in bases),
     }
     stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
@@ -285,18 +285,17 @@ def put_writes(
             raise InvalidInput(f"writes[{i}] must be a SnapshotWrite", path=f"writes[{i}]")
         check_id(w.task_id, f"writes[{i}].task_id", lim)
         check_text(w.channel, f"writes[{i}].channel", lim, allow_empty=False)
-    rows = ",".join(
-        f"[{json_str(w.task_id)},{int(w.idx)},{json_str(w.channel)},{json_str(w.type)},"
-        + json_b64(_seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
-                         write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx))))
-        + f",{json_str(w.task_path)}]"
-        for i, w in enumerate(writes)
-    )
     params = {
         "conversation_id": conversation_id,
         "namespace": namespace,
         "snapshot_id": snapshot_id,
-        "writes": f"[{rows}]",
+        "writes": json_rows(
+            (json_str(w.task_id), str(int(w.idx)), json_str(w.channel), json_str(w.type),
+             json_b64(_seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
+                            write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx)))),
+             json_str(w.task_path))
+            for i, w in enumerate(writes)
+        ),
     }
     (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
     if n:
