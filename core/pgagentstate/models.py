@@ -25,7 +25,9 @@ class Conversation:
     """A conversation (a LangGraph thread, an ADK session, an Agents SDK session).
 
     ``version`` increases on every change to the conversation, its events or its state documents;
-    ``last_seq`` is the seq of the newest event.
+    ``last_seq`` is the position of its event log: the seq of the newest event, or more when the newest
+    events were popped, replaced or cleared since. It only ever grows (every change of the log moves
+    it), and no seq is handed out twice, so it is what ``append_events(expected_seq=...)`` checks.
     """
 
     tenant_id: str
@@ -55,7 +57,8 @@ class NewEvent:
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    """A stored event: ``seq`` is contiguous from 1 within its conversation."""
+    """A stored event: ``seq`` increases from 1 within its conversation, without gaps except where events
+    were popped, replaced or cleared; a seq is never reused."""
 
     conversation_id: str
     seq: int

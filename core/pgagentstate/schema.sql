@@ -23,8 +23,8 @@ CREATE TABLE {schema}.conversations (
 CREATE INDEX conversations_app_user_idx ON {schema}.conversations (tenant_id, app, user_id);
 CREATE INDEX conversations_status_idx ON {schema}.conversations (tenant_id, status);
 
--- Append-only per conversation; seq is contiguous because it is allocated from conversations.last_seq
--- under that row's lock.
+-- Append-only per conversation; seq is allocated from conversations.last_seq under that row's lock, so a
+-- batch is contiguous and a seq is never handed out twice (pops and replacements move last_seq forward).
 CREATE TABLE {schema}.events (
     tenant_id       text        NOT NULL,
     conversation_id text        NOT NULL,

@@ -517,7 +517,8 @@ class StateStore:
         )
 
     def pop_event(self, conversation_id: str) -> Event | None:
-        """Remove and return the newest event."""
+        """Remove and return the newest event. Its seq is not reused: the conversation's ``last_seq``
+        (the log's position) moves forward, so an ``expected_seq`` read before the pop fails."""
         return self.run(event_ops.pop(self._ctx, conversation_id))
 
     def clear_events(self, conversation_id: str) -> int:
@@ -539,7 +540,8 @@ class StateStore:
         :meth:`list_events`); None replaces the whole history. Returns the new events, or None, with nothing
         changed, when the newest events are no longer ``tail`` (an append or a pop got there first).
         ``prune``: events older than the tail, oldest first, are deleted too for as long as it returns True
-        (e.g. expired items). Replaced events' seq numbers are reused by the new ones, as after a pop.
+        (e.g. expired items). The new events take new seq numbers (a seq is never reused), so a reader's
+        ``after_seq`` cursor sees them and an ``expected_seq`` read before the replacement fails.
         """
         return self.run(event_ops.replace(self._ctx, conversation_id, events, tail, prune))
 

@@ -68,25 +68,58 @@ def test_list_limit_after_since_and_kinds(store: StateStore) -> None:
         store.list_events("c1", limit=-1)
 
 
-def test_pop_removes_exactly_the_last_and_keeps_seq_contiguous(store: StateStore) -> None:
+def test_pop_removes_exactly_the_last_and_never_reuses_its_seq(store: StateStore) -> None:
     store.create_conversation("c1")
     assert store.pop_event("c1") is None
     store.append_events("c1", [NewEvent(i) for i in range(3)])
     popped = store.pop_event("c1")
     assert popped is not None and popped.payload == 2 and popped.seq == 3
+    assert store.get_conversation("c1").last_seq == 4  # type: ignore[union-attr]  # the log moved on
     (added,) = store.append_events("c1", [NewEvent("again")])
-    assert added.seq == 3
+    assert added.seq == 5
     assert [e.payload for e in store.list_events("c1")] == [0, 1, "again"]
+    popped = store.pop_event("c1")
+    assert popped is not None and popped.seq == 5
+    assert store.pop_event("c1").seq == 2  # type: ignore[union-attr]  # the newest one, across the gap
 
 
 def test_clear(store: StateStore) -> None:
     store.create_conversation("c1")
+    assert store.clear_events("c1") == 0
+    assert store.get_conversation("c1").last_seq == 0  # type: ignore[union-attr]  # nothing changed
     store.append_events("c1", [NewEvent(i) for i in range(3)])
     assert store.clear_events("c1") == 3
     assert store.list_events("c1") == []
     assert store.pop_event("c1") is None
     (added,) = store.append_events("c1", [NewEvent("after")])
-    assert added.seq == 4  # seq never goes back: nothing can be confused with a cleared event
+    assert added.seq == 5  # seq never goes back: nothing can be confused with a cleared event
+
+
+@pytest.mark.parametrize("change", ["pop_and_append", "replace_tail", "replace_all", "pop", "clear"])
+def test_expected_seq_and_cursors_see_every_change_of_the_log(store: StateStore, change: str) -> None:
+    # ABA: a position read before the newest event was replaced must not pass for the current one, and a
+    # reader's cursor must see the replacement.
+    store.create_conversation("c1")
+    ids = [e.event_id for e in store.append_events("c1", [NewEvent("a"), NewEvent("b")])]
+    cursor = store.get_conversation("c1").last_seq  # type: ignore[union-attr]
+    if change == "pop_and_append":
+        store.pop_event("c1")
+        store.append_events("c1", [NewEvent("B")])
+    elif change == "replace_tail":
+        store.replace_events("c1", [NewEvent("B")], tail=ids[1:])
+    elif change == "replace_all":
+        store.replace_events("c1", [NewEvent("a"), NewEvent("B")])
+    elif change == "pop":
+        store.pop_event("c1")
+    else:
+        store.clear_events("c1")
+    with pytest.raises(VersionConflict):
+        store.append_events("c1", [NewEvent("c")], expected_seq=cursor)
+    new = [e.payload for e in store.list_events("c1", after_seq=cursor)]
+    assert new == (["a", "B"] if change == "replace_all" else ["B"] if change.startswith(("pop_", "replace")) else [])
+    position = store.get_conversation("c1").last_seq  # type: ignore[union-attr]
+    assert position > cursor
+    store.append_events("c1", [NewEvent("c")], expected_seq=position)
 
 
 async def test_async_append_and_pop(astore: AsyncStateStore) -> None:

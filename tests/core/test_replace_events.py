@@ -33,11 +33,11 @@ def test_whole_history_is_replaced_and_the_log_goes_on(store: StateStore) -> Non
 def test_the_tail_is_replaced_and_the_older_events_stay(store: StateStore) -> None:
     ids = seed(store, 5)
     new = store.replace_events("c1", [NewEvent({"summary": "3+4"})], tail=ids[3:])
-    assert new is not None and [e.seq for e in new] == [4]  # in place of the tail, contiguous
+    assert new is not None and [e.seq for e in new] == [6]  # after the log's position: seqs are not reused
     assert payloads(store) == [{"n": 0}, {"n": 1}, {"n": 2}, {"summary": "3+4"}]
     (after,) = store.append_events("c1", [NewEvent({"n": "next"})])
-    assert after.seq == 5
-    assert [e.seq for e in store.list_events("c1")] == [1, 2, 3, 4, 5]
+    assert after.seq == 7
+    assert [e.seq for e in store.list_events("c1")] == [1, 2, 3, 6, 7]
 
 
 def test_a_stale_tail_changes_nothing(store: StateStore) -> None:
@@ -69,7 +69,7 @@ def test_prune_deletes_the_oldest_events_while_it_accepts_them(store: StateStore
     assert new is not None
     assert payloads(store) == [{"expired": False}, {"expired": True, "n": "late"}, {"summary": "tail"}]
     assert len(seen) == 131  # it stopped at the first refusal
-    assert [e.seq for e in store.list_events("c1")] == [131, 132, 133]
+    assert [e.seq for e in store.list_events("c1")] == [131, 132, 134]
 
 
 def test_a_failure_inside_the_replacement_leaves_the_old_history(store: StateStore) -> None:
@@ -134,5 +134,5 @@ async def test_async_replace(astore: AsyncStateStore) -> None:
     await astore.create_conversation("c1")
     old = await astore.append_events("c1", [NewEvent({"n": i}) for i in range(3)])
     new = await astore.replace_events("c1", [NewEvent({"summary": "all"})], tail=[e.event_id for e in old])
-    assert new is not None and [e.seq for e in new] == [1]
+    assert new is not None and [e.seq for e in new] == [4]
     assert [e.payload for e in await astore.list_events("c1")] == [{"summary": "all"}]

@@ -31,7 +31,7 @@ JSON = st.recursive(
 
 @dataclass
 class ModelConversation:
-    events: list[tuple[str | None, Any]] = field(default_factory=list)
+    events: list[tuple[str | None, Any, int]] = field(default_factory=list)  # (event id, payload, seq)
     last_seq: int = 0
     state: dict[str, Any] | None = None
     state_version: int = 0
@@ -67,7 +67,7 @@ class StoreMachine(RuleBasedStateMachine):
             with pytest.raises(NotFound):
                 self.s.append_events(cid, events, expected_seq=expected)
             return
-        known = {eid for eid, _ in conv.events if eid is not None}
+        known = {eid for eid, _, _ in conv.events if eid is not None}
         fresh = [(eid, p) for eid, p in batch if eid is None or eid not in known]
         if fresh and expected is not None and expected != conv.last_seq:
             with pytest.raises(VersionConflict):
@@ -75,7 +75,7 @@ class StoreMachine(RuleBasedStateMachine):
             return
         stored = self.s.append_events(cid, events, expected_seq=expected)
         assert len(stored) == len(batch)
-        conv.events.extend(fresh)
+        conv.events.extend((eid, p, conv.last_seq + i) for i, (eid, p) in enumerate(fresh, 1))
         conv.last_seq += len(fresh)
 
     @rule(cid=CIDS)
@@ -85,17 +85,18 @@ class StoreMachine(RuleBasedStateMachine):
         if conv is None or not conv.events:
             assert popped is None
             return
-        _, payload = conv.events.pop()
-        assert popped is not None and popped.payload == payload and popped.seq == conv.last_seq
-        conv.last_seq -= 1
+        _, payload, seq = conv.events.pop()
+        assert popped is not None and popped.payload == payload and popped.seq == seq
+        conv.last_seq += 1  # the log's position moves on: the seq is not handed out again
 
     @rule(cid=CIDS)
     def clear(self, cid: str) -> None:
         n = self.s.clear_events(cid)
         conv = self.model.get(cid)
         assert n == (len(conv.events) if conv else 0)
-        if conv:
+        if conv and conv.events:
             conv.events.clear()
+            conv.last_seq += 1
 
     @rule(cid=CIDS, data=st.dictionaries(st.text(max_size=4), JSON, max_size=3), offset=st.integers(-1, 1),
           use_expected=st.booleans())
@@ -130,9 +131,7 @@ class StoreMachine(RuleBasedStateMachine):
                 continue
             assert stored.last_seq == conv.last_seq
             events = self.s.list_events(cid)
-            assert [e.payload for e in events] == [p for _, p in conv.events]
-            seqs = [e.seq for e in events]
-            assert seqs == list(range(conv.last_seq - len(seqs) + 1, conv.last_seq + 1))
+            assert [(e.payload, e.seq) for e in events] == [(p, seq) for _, p, seq in conv.events]
             doc = self.s.get_state(StateRef.conversation(cid))
             assert (doc.data if doc else None) == conv.state
             assert (doc.version if doc else 0) == conv.state_version

@@ -189,7 +189,7 @@ def replace(
             from_seq = int(rows[0][0])
         if prune is not None:
             upto = yield from _prunable_prefix(ctx, conversation_id, from_seq, prune)
-    cut = Stmt("events_cut", {**cid, "upto": upto, "from_seq": from_seq}, "one")
+    cut = Stmt("events_cut", {**cid, "upto": upto, "from_seq": from_seq, "bump": 0 if prepared.ids else 1}, "one")
     if not prepared.ids:
         yield Tx((cut,))
         return []

@@ -119,17 +119,19 @@ ORDER BY seq
 
 -- name: events_pop
 -- Second statement of a pop, after conversation_lock_row in the same transaction: its snapshot is taken
--- after the lock was granted, so it sees every append and pop that committed before. Rewinding last_seq
--- keeps the log contiguous for the next append.
+-- after the lock was granted, so it sees every append and pop that committed before. last_seq is the log's
+-- position, not a count: it moves FORWARD (by one) on a pop as on every change of the log, so a seq is never
+-- handed out twice and an append with an expected_seq read before the pop fails (no ABA). The newest event
+-- is the greatest seq (pops and replacements leave gaps), one backward step of the primary key.
 WITH gone AS (
     DELETE FROM {schema}.events e
     WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
-      AND e.seq = (SELECT c.last_seq FROM {schema}.conversations c
-                   WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
+      AND e.seq = (SELECT max(n.seq) FROM {schema}.events n
+                   WHERE n.tenant_id = %(tenant)s AND n.conversation_id = %(conversation_id)s)
     RETURNING e.conversation_id, e.seq, e.event_id, e.kind, e.author, e.payload, e.created_at
 ), head AS (
     UPDATE {schema}.conversations c
-    SET last_seq = c.last_seq - 1, version = c.version + 1, updated_at = now()
+    SET last_seq = c.last_seq + 1, version = c.version + 1, updated_at = now()
     WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s AND EXISTS (SELECT 1 FROM gone)
 )
 SELECT g.conversation_id, g.seq, g.event_id, g.kind, g.author, g.payload::text, g.created_at FROM gone g
@@ -165,16 +167,20 @@ SELECT coalesce(json_agg(payload ORDER BY seq), '[]')::text FROM (
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
 
 -- name: events_clear
-WITH head AS (
-    UPDATE {schema}.conversations c SET version = c.version + 1, updated_at = now()
-    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
-    RETURNING c.id
-), gone AS (
-    DELETE FROM {schema}.events e USING head
-    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = head.id
+-- A clear that removed something moves the log's position forward (see events_pop).
+WITH gone AS (
+    DELETE FROM {schema}.events e
+    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
     RETURNING 1
+), n AS (
+    SELECT count(*) AS n FROM gone
+), head AS (
+    UPDATE {schema}.conversations c
+    SET version = c.version + 1, updated_at = now(), last_seq = c.last_seq + least(n.n, 1)
+    FROM n
+    WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
 )
-SELECT count(*) FROM gone
+SELECT n FROM n
 
 -- name: events_tail_ids
 -- The newest %(n)s events, oldest first, as (seq, event_id): what a replacement of the tail checks against.
@@ -199,16 +205,20 @@ LIMIT %(limit)s
 
 -- name: events_cut
 -- Under the conversation row lock (conversation_lock_row): deletes the events up to %(upto)s (a pruned
--- prefix; 0 for none) and from %(from_seq)s on (a replaced tail), and moves last_seq back to just before
--- the tail, so that what is appended next continues the log without a gap (as a pop does).
+-- prefix; 0 for none) and from %(from_seq)s on (a replaced tail). The events appended next in the same
+-- transaction take new seqs after last_seq, so a replacement is never confused with what it replaced; with
+-- nothing to append (%(bump)s = 1) the position moves forward by one, as a pop's does.
 WITH gone AS (
     DELETE FROM {schema}.events e
     WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
       AND (e.seq <= %(upto)s OR e.seq >= %(from_seq)s)
     RETURNING 1
+), n AS (
+    SELECT count(*) AS n FROM gone
 ), head AS (
     UPDATE {schema}.conversations c
-    SET last_seq = %(from_seq)s - 1, version = c.version + 1, updated_at = now()
+    SET last_seq = c.last_seq + least(n.n, %(bump)s), version = c.version + 1, updated_at = now()
+    FROM n
     WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s
 )
-SELECT count(*) FROM gone
+SELECT n FROM n
