@@ -14,8 +14,8 @@ import uuid
 from typing import Any
 
 from pgagentstate import StateStore
-from pgagentstate.demo.dialogue import Msg, Reply, decide
-from pgagentstate.demo.runner import SCRIPT
+
+from refund.dialogue import SCRIPT, Msg, Reply, decide
 
 CANNED: dict[str, Any] = {  # the tools' answers, canned: this example is about memory, not payments
     "check_refund_policy": {"eligible": True, "amount": 500.0, "currency": "BRL"},

@@ -1,4 +1,5 @@
-"""Run ``mypy --strict`` on core/ and adapters/ as the one package they become when installed.
+"""Run ``mypy --strict`` on core/ and adapters/ as the one package they become when installed, and on
+the examples (``examples/*.py`` and the ``refund`` package they share) against it.
 
 mypy cannot follow a regular package split across two folders (core/pgagentstate and
 adapters/pgagentstate, joined at run time by ``pkgutil.extend_path``), so this builds the merged tree
@@ -23,13 +24,15 @@ def main() -> int:
             for entry in (half.iterdir() if half.is_dir() else ()):
                 if entry.name != "__pycache__":
                     (merged / entry.name).symlink_to(entry)
+        examples = ROOT / "examples"
+        modules = [arg for p in sorted(examples.glob("*.py")) for arg in ("-m", p.stem)]
         proc = subprocess.run(
             [sys.executable, "-m", "mypy", "--strict", "--config-file", str(ROOT / "pyproject.toml"),
-             "-p", "pgagentstate"],
+             "-p", "pgagentstate", "-p", "refund", *modules],
             cwd=tmp, capture_output=True, text=True,
-            env={"MYPYPATH": tmp, "PATH": "/usr/bin:/bin"},
+            env={"MYPYPATH": f"{tmp}:{examples}", "PATH": "/usr/bin:/bin"},
         )
-        out = (proc.stdout + proc.stderr).replace(str(merged), "pgagentstate")
+        out = (proc.stdout + proc.stderr).replace(str(merged), "pgagentstate").replace(f"{examples}/", "examples/")
         print(out, end="")
         return proc.returncode
 

@@ -2,7 +2,7 @@
 
 N concurrent customers (default 200) each play the full refund dialogue (5 messages: order, email, reason,
 thanks, "5 minutes later" the receipt question) as signed WhatsApp Cloud API webhook posts through the demo's
-round-robin proxy to 4 webhook worker processes (``pgagentstate.demo.webhook``'s app, see
+round-robin proxy to 4 webhook worker processes (``refund.webhook``'s app in examples/, see
 ``tests/reliability/webhook_worker.py``), with the demo's payment, email and WhatsApp stand-ins. Each message is
 delivered at least once (redelivered on anything but a 200). Everything on loopback, on a throwaway Postgres
 cluster of its own (tools/pg_cluster.py), never the machine's main server. After each run the store's event log
@@ -32,7 +32,12 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path[:0] = [str(ROOT / "tools"), str(ROOT / "tests" / "reliability"), str(Path(__file__).resolve().parent)]
+sys.path[:0] = [
+    str(ROOT / "tools"),
+    str(ROOT / "tests" / "reliability"),
+    str(Path(__file__).resolve().parent),
+    str(ROOT / "examples"),
+]
 
 from pg_cluster import PgCluster, temp_root  # noqa: E402
 from svgplot import line_chart  # noqa: E402

@@ -1,5 +1,5 @@
-"""The ``pgagentstate`` command line: ``migrate`` and ``demo`` here, the operator commands (doctor,
-conversations, show, state, health, gc, stats, export, erase, ui) in :mod:`pgagentstate.ui.cli`."""
+"""The ``pgagentstate`` command line: ``migrate`` here, the operator commands (doctor, conversations, show,
+state, health, gc, stats, export, erase, ui) in :mod:`pgagentstate.ui.cli`."""
 
 from __future__ import annotations
 
@@ -34,12 +34,6 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
-
-    return run_demo(args)
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pgagentstate", description="Durable conversation state for AI agents.")
     common = argparse.ArgumentParser(add_help=False)
@@ -57,16 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("migrate", parents=[common], help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
-    demo = sub.add_parser("demo", parents=[common], help="play the refund story end to end")
-    demo.add_argument("--keep", action="store_true", help="leave the demo's data in the database (in --schema)")
-    demo.add_argument(
-        "--framework",
-        choices=["all", "langgraph", "adk", "openai_agents", "core"],
-        default="all",
-        help="run one framework's agent only (core: the agent without a framework)",
-    )
-    demo.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
-    demo.set_defaults(fn=cmd_demo)
     # doctor, conversations, show, state, health, gc, stats, export, erase, ui
     add_commands(sub, common)
     return parser

@@ -64,7 +64,8 @@ def test_readme_first_screen_has_the_two_commands_ci_runs() -> None:
     commands = [line.strip() for line in first_screen.splitlines() if line.startswith("    ")]
     assert len(commands) == 2, commands
     demo, tests = commands
-    assert demo.endswith("pgagentstate demo")
+    assert demo.endswith("&& .venv/bin/python examples/demo.py")
+    assert (ROOT / "examples" / "demo.py").is_file()  # tests/examples/test_demo_command.py runs it
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     body = re.search(r"readme_tests\(\) \{\n\s*(.*?) \"\$@\"\n", ci)
     assert body is not None

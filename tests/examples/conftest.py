@@ -14,8 +14,12 @@ from psycopg import sql
 
 from pgagentstate import StateStore
 
-# pytest runs with --import-mode=importlib: make this folder's helper module (ex_support) importable.
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# pytest runs with --import-mode=importlib: make this folder's helper module (ex_support) importable, and the
+# examples as their own scripts see them (``refund`` and ``<framework>_agent`` from examples/).
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+for path in (Path(__file__).resolve().parent, EXAMPLES):
+    if str(path) not in sys.path:
+        sys.path.insert(0, str(path))
 
 # Worker processes inherit the environment: a real API key must not turn the script into a real model.
 os.environ["PGAGENTSTATE_DEMO_SCRIPTED"] = "1"

@@ -6,8 +6,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from pgagentstate.demo.cluster import Cluster, Delivery
-from pgagentstate.demo.runner import SCRIPT
+from refund.cluster import Cluster, Delivery
+from refund.dialogue import SCRIPT
 
 SEED = [text for _, text in SCRIPT]
 RECAP = "O que você sabe sobre meu pedido?"

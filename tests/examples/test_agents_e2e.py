@@ -12,10 +12,11 @@ import pytest
 from ex_support import RECAP, SEED, effects_for, new_customer, play_seed, start_cluster
 
 from pgagentstate import StateStore
-from pgagentstate.demo.agents import channel_conversation_id
-from pgagentstate.demo.cluster import Cluster
-from pgagentstate.demo.dialogue import ASK_EMAIL, ASK_REASON
-from pgagentstate.demo.webhook import channel_ref
+
+from refund.agents import channel_conversation_id
+from refund.cluster import Cluster
+from refund.dialogue import ASK_EMAIL, ASK_REASON
+from refund.webhook import channel_ref
 
 FRAMEWORKS = ["langgraph", "adk", "openai_agents", "core"]
 

@@ -1,19 +1,22 @@
-"""``pgagentstate demo``: the README's first command, run as a user would (a separate process)."""
+"""``python examples/demo.py``: the README's first command, run as a user would (a separate process)."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import psycopg
 from psycopg import sql
 
 from pgagentstate import StateStore
 
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
 
 def run_demo(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pgagentstate.cli", "demo", *args],
+    return subprocess.run([sys.executable, str(EXAMPLES / "demo.py"), *args],
                           capture_output=True, text=True, timeout=120)
 
 
@@ -54,9 +57,11 @@ def test_demo_without_keep_drops_its_schema(dsn: str) -> None:
 
 
 def test_the_demo_imports_no_framework() -> None:
-    """The core (and its demo) import no framework and no adapter: workers import theirs when started."""
+    """The demo's orchestrator and webhook import no framework and no adapter: workers import theirs when
+    started."""
     code = (
-        "import sys, pgagentstate.cli, pgagentstate.demo, pgagentstate.demo.webhook, pgagentstate.demo.cluster\n"
+        f"import sys; sys.path.insert(0, {str(EXAMPLES)!r})\n"
+        "import pgagentstate.cli, demo, refund.webhook, refund.cluster, refund.report\n"
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('langgraph', 'agents', 'langchain_core',"
         " 'uvicorn') or m.startswith(('google.adk', 'pgagentstate.adk', 'pgagentstate.langgraph',"
         " 'pgagentstate.openai_agents'))))"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pgagentstate.demo.dialogue import (
+from refund.dialogue import (
     ASK_EMAIL,
     ASK_REASON,
     CHECK_POLICY,

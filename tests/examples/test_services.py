@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from pgagentstate.demo.proxy import RoundRobinProxy
-from pgagentstate.demo.services import Faults, Service
-from pgagentstate.demo.workflow import ApiError, post_json
+from refund.proxy import RoundRobinProxy
+from refund.services import Faults, Service
+from refund.workflow import ApiError, post_json
 
 
 def _post(url: str, body: dict[str, object], key: str) -> tuple[int, dict[str, object], str | None]:

@@ -12,9 +12,10 @@ import pytest
 from ex_support import SEED, effects_for, new_customer, start_cluster
 
 from pgagentstate import StateStore
-from pgagentstate.demo.agents import channel_conversation_id
-from pgagentstate.demo.cluster import Cluster
-from pgagentstate.demo.dialogue import ASK_EMAIL
+
+from refund.agents import channel_conversation_id
+from refund.cluster import Cluster
+from refund.dialogue import ASK_EMAIL
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from pgagentstate import AsyncStateStore, StateRef
-from pgagentstate.demo.services import Faults, Service
-from pgagentstate.demo.workflow import RefundTools, ServiceUrls
+
+from refund.services import Faults, Service
+from refund.workflow import RefundTools, ServiceUrls
 
 
 @pytest.fixture

@@ -141,13 +141,14 @@ def test_gc_stats_export_erase(cli, store: StateStore, dsn: str, schema: str, tm
     assert store.get_conversation("conv_12345") is None
 
 
-def test_demo_and_migrate_are_still_there() -> None:
+def test_the_commands_are_the_operators_and_migrate() -> None:
+    """The library's command line is for operators: the refund demo is an example (examples/demo.py)."""
     parser = build_parser()
     sub = next(a for a in parser._actions if a.dest == "command")
-    assert {"migrate", "demo", "doctor", "conversations", "show", "state", "health", "gc", "stats", "export",
-            "erase", "ui"} <= set(sub.choices)  # type: ignore[attr-defined]
-    args = parser.parse_args(["demo", "--keep"])
-    assert args.keep is True
+    commands = set(sub.choices)  # type: ignore[attr-defined]
+    assert {"migrate", "doctor", "conversations", "show", "state", "health", "gc", "stats", "export", "erase",
+            "ui"} <= commands
+    assert "demo" not in commands
 
 
 def test_terminal_helpers() -> None:

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-# pytest runs with --import-mode=importlib: make the helper modules importable.
-for path in (ROOT / "tools", Path(__file__).resolve().parent):
+# pytest runs with --import-mode=importlib: make the helper modules importable, and the examples' refund
+# application (examples/refund), whose webhook service the load tests drive.
+for path in (ROOT / "tools", Path(__file__).resolve().parent, ROOT / "examples"):
     if str(path) not in sys.path:
         sys.path.insert(0, str(path))
 

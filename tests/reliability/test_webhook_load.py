@@ -1,7 +1,7 @@
 """The examples' WhatsApp webhook service under load and faults, with each framework's refund agent.
 
 30 customers play the full refund dialogue concurrently through the demo's round-robin proxy to 4 webhook worker
-processes (``pgagentstate.demo.webhook``'s app), with the demo's payment, email and WhatsApp stand-ins, on a
+processes (``refund.webhook``'s app, examples/refund), with the demo's payment, email and WhatsApp stand-ins, on a
 Postgres cluster of the test's own. Each fault runs during that load, with one framework each (the full-size runs,
 200 conversations and every framework, are ``benchmarks/reliability/webhook_load.py``). After each run:
 every conversation completed, every customer message stored once and in order with its replies, each reply sent to

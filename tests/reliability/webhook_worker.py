@@ -1,8 +1,8 @@
 """One webhook worker of the examples' WhatsApp service, with admission control in front of it.
 
 ``python tests/reliability/webhook_worker.py --framework F --port P --name N --max-turns K`` runs the demo's own
-app (:func:`pgagentstate.demo.webhook.build_app`, configured from the environment like
-``python -m pgagentstate.demo.webhook``) behind an ASGI wrapper that lets at most ``K`` webhook deliveries run at
+app (:func:`refund.webhook.build_app` in examples/, configured from the environment like
+``python -m refund.webhook``) behind an ASGI wrapper that lets at most ``K`` webhook deliveries run at
 once in this process; the others wait their turn (WhatsApp's request stays open meanwhile).
 
 Why: a turn holds the conversation's lock in a transaction on one pooled connection (``conversation_lock``) for
@@ -40,7 +40,7 @@ def wrap(app: Any, max_turns: int) -> Any:
 def main(argv: list[str]) -> int:
     import uvicorn
 
-    from pgagentstate.demo.webhook import build_app
+    from refund.webhook import build_app
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--framework", required=True)

@@ -1,8 +1,8 @@
 """Load on the examples' WhatsApp webhook service: many customers, each framework's refund agent, faults.
 
-The pieces are the demo's own (``pgagentstate.demo``): :class:`~pgagentstate.demo.cluster.Cluster` starts the
+The pieces are the demo's own (examples/refund): :class:`refund.cluster.Cluster` starts the
 payment, email and WhatsApp Cloud API stand-ins (threads of this process, their records in SQLite), N webhook
-worker processes (``python -m pgagentstate.demo.webhook --framework F``) and the round-robin proxy. This module
+worker processes (``python -m refund.webhook --framework F``) and the round-robin proxy. This module
 adds what a load run needs on top:
 
 - ``play``: N customers (asyncio tasks) each play the full refund dialogue as signed WhatsApp webhook posts
@@ -40,16 +40,16 @@ from typing import Any
 
 from world import Acknowledged
 
-from pgagentstate.demo.agents import channel_conversation_id
-from pgagentstate.demo.cluster import APP_SECRET, Cluster, Worker
-from pgagentstate.demo.dialogue import ASK_EMAIL
+from refund.agents import channel_conversation_id
+from refund.cluster import APP_SECRET, Cluster, Worker
+from refund.dialogue import ASK_EMAIL
 
 HERE = Path(__file__).resolve().parent
 
 
 class LoadCluster(Cluster):
     """The demo's cluster, its workers started through ``webhook_worker.py`` (the demo's app, with a bound on
-    concurrent turns per worker; ``max_turns=0`` runs it exactly as ``python -m pgagentstate.demo.webhook``)."""
+    concurrent turns per worker; ``max_turns=0`` runs it exactly as ``python -m refund.webhook``)."""
 
     def __init__(self, *args: Any, max_turns: int = 3, backlog: int = 1024, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -71,7 +71,7 @@ class LoadCluster(Cluster):
             )  # fmt: skip
 
 
-# The seed's dialogue (pgagentstate.demo.runner.SCRIPT) with a per-customer order and email; the offsets are
+# The seed's dialogue (refund.dialogue.SCRIPT) with a per-customer order and email; the offsets are
 # seconds on the simulated clock (WhatsApp's message timestamps), the last message "5 minutes later".
 BASE_TS = 1_780_000_000
 

@@ -6,7 +6,7 @@ history it is given. So when a framework's persisted history is complete, the ag
 is not (state kept in RAM, a new process), the agent asks for the email again — the seed's failure.
 
 Each framework turns its request (messages, events, items) into a list of :class:`Msg` and its answer
-back from a :class:`Reply` or a :class:`ToolCall`.
+back from a :class:`Reply` or a :class:`ToolCall`. :data:`SCRIPT` is what the customer writes.
 """
 
 from __future__ import annotations
@@ -15,6 +15,16 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
+
+# (seconds after the first message on the simulated clock, what the customer writes): the seed's conversation.
+SCRIPT: list[tuple[int, str]] = [
+    (0, "Oi, quero reembolso no pedido #12345"),
+    (40, "meu@email.com"),
+    (80, "Produto chegou quebrado"),
+    (110, "Obrigado!"),
+    (410, "Você vai enviar email com comprovante do reembolso?"),
+]
+REFUND_TURN = 2  # the message that sets the refund going
 
 # Tool names: the same in every framework.
 CHECK_POLICY = "check_refund_policy"

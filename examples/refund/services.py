@@ -10,7 +10,7 @@ The payment service can be told to fail: ``timeout`` does the refund but answers
 case: the money moved and the caller does not know), ``error`` answers 500 without doing anything. Faults
 come from a queue (``POST /_faults {"next": ["timeout"]}``) or at random with a given share.
 
-Run one from a shell: ``python -m pgagentstate.demo.services payment --port 8101 --db /tmp/payment.db``.
+Run one from examples/: ``python -m refund.services payment --port 8101 --db /tmp/payment.db``.
 """
 
 from __future__ import annotations

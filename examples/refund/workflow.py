@@ -24,8 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..aio import AsyncStateStore
-from ..models import StateRef
+from pgagentstate import AsyncStateStore, StateRef
+
 from .dialogue import CHECK_POLICY, PROCESS_REFUND, SEND_CONFIRMATION
 
 STEPS = ("understand", "verify_policy", "process_refund", "send_confirmation")

@@ -11,7 +11,7 @@ recorded under its ``wamid`` (a second delivery is not a second message) and mar
 agent runs: a delivery of a message whose first attempt died mid-turn resumes that turn (``retry=True``).
 Turns of one conversation are serialised across workers with the core's ``conversation_lock``.
 
-Run a worker: ``python -m pgagentstate.demo.webhook --framework langgraph --port 8201`` (DSN, schema,
+Run a worker from examples/: ``python -m refund.webhook --framework langgraph --port 8201`` (DSN, schema,
 tenant and service URLs from the environment; see :func:`main`).
 """
 
@@ -29,9 +29,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from ..aio import AsyncStateStore
-from ..errors import ConnectionLost
-from ..models import NewEvent, StateRef
+from pgagentstate import AsyncStateStore, ConnectionLost, NewEvent, StateRef
+
 from .agents import RefundAgent, channel_conversation_id, load_agent
 from .workflow import ServiceUrls, post_json
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..sync import StateStore
+from pgagentstate import StateStore
+
 from .agents import channel_conversation_id
 from .dialogue import ASK_EMAIL
 from .services import Ledger

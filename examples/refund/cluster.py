@@ -1,7 +1,7 @@
 """The demo's moving parts for one framework: services, two webhook workers, the load balancer.
 
 :class:`Cluster` starts the payment/email/WhatsApp services (threads of this process, their records in
-SQLite files), two worker processes (``python -m pgagentstate.demo.webhook``) and the round-robin proxy;
+SQLite files), two worker processes (``python -m refund.webhook``, run from examples/) and the round-robin proxy;
 :meth:`Cluster.deliver` plays WhatsApp: it posts a signed webhook and delivers again while the answer is
 not a 200. A watcher kills -9 the worker that stops at the requested crash point, and restarts it the
 way a process supervisor would.
@@ -31,6 +31,7 @@ from .proxy import RoundRobinProxy
 from .services import Faults, Service
 from .workflow import CRASH_ENV, CRASH_POINTS, ServiceUrls
 
+EXAMPLES = Path(__file__).resolve().parents[1]  # the workers import refund.* and <framework>_agent from here
 APP_SECRET = "demo-app-secret"
 PHONE_NUMBER_ID = "106540352242922"
 
@@ -96,6 +97,7 @@ class Cluster:
             "PGAGENTSTATE_DEMO_TENANT": tenant,
             "WHATSAPP_APP_SECRET": APP_SECRET,
             "PYTHONUNBUFFERED": "1",
+            "PYTHONPATH": os.pathsep.join(p for p in (str(EXAMPLES), os.environ.get("PYTHONPATH", "")) if p),
         }
         self.env[CRASH_ENV] = str(self.token)
         self.workers = [Worker(f"w{i + 1}", free_port(), workdir / f"w{i + 1}.log") for i in range(workers)]
@@ -137,7 +139,7 @@ class Cluster:
                 [
                     sys.executable,
                     "-m",
-                    "pgagentstate.demo.webhook",
+                    "refund.webhook",
                     "--framework",
                     self.framework,
                     "--port",

@@ -2,10 +2,12 @@
 :class:`~pgagentstate.openai_agents.PostgresSession` (the conversation), the adapter's memory tools and
 instructions (long-term memory) and idempotent tools (``idempotent_function_tool``).
 
-The model is :class:`ScriptedRefundModel` (the shared dialogue rules as a ``Model``), or an OpenAI model
-when ``OPENAI_API_KEY`` is set. The tools are the durable refund workflow of
-:mod:`pgagentstate.demo.workflow`; the payment and email tools are also idempotent per order at the tool
-level, so a replayed tool call returns the recorded outcome without touching the workflow at all.
+    python examples/openai_agents_agent.py [DSN]
+
+The model is ``ScriptedRefundModel`` (``refund/scripted_openai_agents.py``: the shared dialogue rules as a
+``Model``), or an OpenAI model when ``OPENAI_API_KEY`` is set. The tools are the durable refund workflow of
+``refund/workflow.py``; the payment and email tools are also idempotent per order at the tool level, so a
+replayed tool call returns the recorded outcome without touching the workflow at all.
 
 A turn whose worker died is rolled back with the session's ``pop_item`` (the SDK's own rewind) to before
 the customer's message, then run again: the tools' steps and ledger make the second run reuse what the
@@ -16,74 +18,27 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from agents import Agent, FunctionTool, Model, ModelResponse, RunContextWrapper, Runner, Usage, function_tool
-from agents.items import TResponseInputItem, TResponseStreamEvent
-from agents.testing import assistant_message, function_call
+from agents import Agent, FunctionTool, Model, RunContextWrapper, Runner, function_tool
 from agents.tool_context import ToolContext
 
 from pgagentstate import AsyncStateStore
-from pgagentstate.demo.agents import tools_for, use_real_model
-from pgagentstate.demo.dialogue import INSTRUCTIONS, Msg, Reply, decide
-from pgagentstate.demo.workflow import ServiceUrls
+from pgagentstate.openai_agents import (
+    PostgresSession,
+    StateContext,
+    idempotent_function_tool,
+    memory_instructions,
+    memory_tools,
+)
 
-from ._identity import StateContext
-from .idempotent import idempotent_function_tool
-from .memory import memory_instructions, memory_tools
-from .session import PostgresSession
-
-
-def _text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(str(c.get("text", "")) for c in content if isinstance(c, Mapping))
-    return ""
-
-
-def to_dialogue(items: str | list[TResponseInputItem]) -> list[Msg]:
-    """Responses-format input items as the dialogue rules read them."""
-    if isinstance(items, str):
-        return [Msg("customer", items)]
-    out: list[Msg] = []
-    names: dict[str, str] = {}
-    for raw in items:
-        item: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-        kind = item.get("type", "message")
-        if kind == "function_call":
-            names[str(item.get("call_id"))] = str(item.get("name"))
-            out.append(Msg("tool_call", tool=str(item.get("name")), args=json.loads(item.get("arguments") or "{}")))
-        elif kind == "function_call_output":
-            output = item.get("output")
-            try:
-                result = json.loads(output) if isinstance(output, str) else output
-            except ValueError:
-                result = {"error": output}
-            out.append(Msg("tool_result", tool=names.get(str(item.get("call_id")), ""), result=result))
-        elif kind == "message" and item.get("role") in ("user", "assistant"):
-            out.append(Msg("customer" if item["role"] == "user" else "agent", _text_of(item.get("content"))))
-    return out
-
-
-class ScriptedRefundModel(Model):
-    """A ``Model`` that follows the refund dialogue's rules: no API key, deterministic."""
-
-    async def get_response(
-        self, system_instructions: str | None, input: str | list[TResponseInputItem], *args: Any, **kwargs: Any
-    ) -> ModelResponse:
-        decision = decide(to_dialogue(input))
-        if isinstance(decision, Reply):
-            output = assistant_message(decision.text, item_id=f"msg_{uuid.uuid4().hex[:12]}")
-        else:
-            output = function_call(decision.name, decision.args, call_id=f"call_{uuid.uuid4().hex[:12]}")
-        return ModelResponse(output=[output], usage=Usage(), response_id=None)
-
-    def stream_response(self, *args: Any, **kwargs: Any) -> AsyncIterator[TResponseStreamEvent]:
-        raise NotImplementedError("the scripted refund model does not stream; use Runner.run")
+from refund.agents import tools_for, use_real_model
+from refund.dialogue import INSTRUCTIONS
+from refund.in_process import run
+from refund.scripted_openai_agents import ScriptedRefundModel, text_of, to_dialogue
+from refund.workflow import ServiceUrls
 
 
 @dataclass
@@ -137,7 +92,7 @@ def make_tools(store: AsyncStateStore, urls: ServiceUrls, *, lease: float = 2.0)
 
 
 def _is_user(item: Any, text: str) -> bool:
-    return isinstance(item, Mapping) and item.get("role") == "user" and _text_of(item.get("content")) == text
+    return isinstance(item, Mapping) and item.get("role") == "user" and text_of(item.get("content")) == text
 
 
 class OpenAIAgentsRefundAgent:
@@ -185,6 +140,8 @@ class OpenAIAgentsRefundAgent:
         return None
 
 
-def build_agent(store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> OpenAIAgentsRefundAgent:
-    """The entry point ``pgagentstate.demo`` looks for."""
-    return OpenAIAgentsRefundAgent(store, urls, **options)
+AGENT = OpenAIAgentsRefundAgent  # what refund.agents.load_agent starts in a worker
+
+
+if __name__ == "__main__":
+    run("OpenAI Agents SDK refund agent", OpenAIAgentsRefundAgent)

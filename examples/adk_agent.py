@@ -2,8 +2,10 @@
 :class:`~pgagentstate.adk.PostgresSessionService` (the conversation and its state) and
 :class:`~pgagentstate.adk.PostgresMemoryService` (what is remembered across sessions).
 
-The model is :class:`ScriptedRefundLlm` (the shared dialogue rules as a ``BaseLlm``), or Gemini when
-``GOOGLE_API_KEY`` is set. The tools are the durable refund workflow of :mod:`pgagentstate.demo.workflow`;
+    python examples/adk_agent.py [DSN]
+
+The model is ``ScriptedRefundLlm`` (``refund/scripted_adk.py``: the shared dialogue rules as a ``BaseLlm``), or
+Gemini when ``GOOGLE_API_KEY`` is set. The tools are the durable refund workflow of ``refund/workflow.py``;
 they also keep the facts in the session state (``order_id``, ``email``, ``reason``, ``refund``...).
 
 A turn whose worker died is undone with ADK's own ``Runner.rewind_async`` (back to before the crashed
@@ -15,63 +17,25 @@ from __future__ import annotations
 import json
 import os
 import uuid
-from collections.abc import AsyncGenerator
 from typing import Any
 
 from google.adk.agents import LlmAgent
 from google.adk.events import Event
 from google.adk.models.base_llm import BaseLlm
-from google.adk.models.llm_request import LlmRequest
-from google.adk.models.llm_response import LlmResponse
 from google.adk.runners import Runner
 from google.adk.tools.tool_context import ToolContext
 from google.genai import types
 
 from pgagentstate import AsyncStateStore
-from pgagentstate.demo.agents import tools_for, use_real_model
-from pgagentstate.demo.dialogue import INSTRUCTIONS, Msg, Reply, decide
-from pgagentstate.demo.workflow import ServiceUrls
+from pgagentstate.adk import PostgresMemoryService, PostgresSessionService
 
-from .memory_service import PostgresMemoryService
-from .session_service import PostgresSessionService
+from refund.agents import tools_for, use_real_model
+from refund.dialogue import INSTRUCTIONS
+from refund.in_process import run
+from refund.scripted_adk import ScriptedRefundLlm
+from refund.workflow import ServiceUrls
 
 APP_NAME = "refunds"
-
-
-def to_dialogue(contents: list[types.Content]) -> list[Msg]:
-    """ADK request contents as the dialogue rules read them."""
-    out: list[Msg] = []
-    for content in contents:
-        for part in content.parts or []:
-            if part.function_call is not None:
-                out.append(Msg("tool_call", tool=part.function_call.name or "", args=part.function_call.args or {}))
-            elif part.function_response is not None:
-                out.append(Msg("tool_result", tool=part.function_response.name or "",
-                               result=part.function_response.response))
-            elif part.text and not part.thought:
-                out.append(Msg("customer" if content.role == "user" else "agent", part.text))
-    return out
-
-
-class ScriptedRefundLlm(BaseLlm):
-    """A ``BaseLlm`` that follows the refund dialogue's rules: no API key, deterministic."""
-
-    model: str = "pgagentstate-scripted-refund"
-
-    async def generate_content_async(
-        self, llm_request: LlmRequest, stream: bool = False
-    ) -> AsyncGenerator[LlmResponse, None]:
-        decision = decide(to_dialogue(llm_request.contents))
-        if isinstance(decision, Reply):
-            part = types.Part(text=decision.text)
-        else:
-            part = types.Part(function_call=types.FunctionCall(
-                name=decision.name, args=decision.args, id=f"adk-{uuid.uuid4().hex[:12]}"))
-        # Zero usage rather than none: ADK's telemetry warns on every response that has no usage at all.
-        usage = types.GenerateContentResponseUsageMetadata(prompt_token_count=0, candidates_token_count=0,
-                                                           total_token_count=0)
-        yield LlmResponse(content=types.Content(role="model", parts=[part]), turn_complete=True,
-                          usage_metadata=usage)
 
 
 def _customer(tool_context: ToolContext) -> str:
@@ -165,6 +129,8 @@ def _state_delta(delta: dict[str, Any]) -> Any:
     return EventActions(state_delta=json.loads(json.dumps(delta)))
 
 
-def build_agent(store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> AdkRefundAgent:
-    """The entry point ``pgagentstate.demo`` looks for."""
-    return AdkRefundAgent(store, urls, **options)
+AGENT = AdkRefundAgent  # what refund.agents.load_agent starts in a worker
+
+
+if __name__ == "__main__":
+    run("Google ADK refund agent", AdkRefundAgent)

@@ -1,4 +1,6 @@
-"""``pgagentstate demo``: the seed's WhatsApp refund conversation, end to end, once per framework.
+"""The crash demo: the seed's WhatsApp refund conversation, end to end, once per framework.
+
+    .venv/bin/python examples/demo.py [--framework F] [--no-crash] [--keep] [--dsn DSN] [--schema S]
 
 For each framework: start the payment, email and WhatsApp Cloud API stand-ins and two webhook workers
 behind a round-robin load balancer; play the conversation (turns land on alternating workers); the
@@ -24,21 +26,14 @@ from pathlib import Path
 import psycopg
 from psycopg import sql
 
-from ..connect import resolve_dsn
-from ..sync import StateStore
-from .agents import FRAMEWORKS, LABELS
-from .cluster import Cluster
-from .report import Audit, audit_lines, chat, collect, table
+from pgagentstate import PgAgentStateError, StateStore
+from pgagentstate.connect import resolve_dsn
 
-# (seconds after the first message on the simulated clock, what the customer writes)
-SCRIPT: list[tuple[int, str]] = [
-    (0, "Oi, quero reembolso no pedido #12345"),
-    (40, "meu@email.com"),
-    (80, "Produto chegou quebrado"),
-    (110, "Obrigado!"),
-    (410, "Você vai enviar email com comprovante do reembolso?"),
-]
-REFUND_TURN = 2  # the message that sets the refund going
+from refund.agents import FRAMEWORKS, LABELS
+from refund.cluster import EXAMPLES, Cluster
+from refund.dialogue import REFUND_TURN, SCRIPT
+from refund.report import Audit, audit_lines, chat, collect, table
+
 _FRAMEWORK_MODULES = {"langgraph": "langgraph", "adk": "google.adk", "openai_agents": "agents"}
 
 
@@ -52,10 +47,8 @@ def available(framework: str) -> str | None:
     except ImportError:
         extra = framework.replace("_", "-")
         return f"{LABELS[framework]} is not installed (pip install 'pgagentstate[{extra}]')"
-    import pgagentstate
-
-    if not any((Path(p) / framework / "refund_agent.py").exists() for p in pgagentstate.__path__):
-        return f"pgagentstate.{framework}.refund_agent is missing from this installation"
+    if not (EXAMPLES / f"{framework}_agent.py").exists():
+        return f"examples/{framework}_agent.py is missing"
     return None
 
 
@@ -115,7 +108,7 @@ def run_framework(framework: str, *, dsn: str, schema: str, workdir: Path, crash
 
 def run_demo(args: argparse.Namespace) -> int:
     started = time.monotonic()
-    wanted = [args.framework] if getattr(args, "framework", None) not in (None, "all") else list(FRAMEWORKS)
+    wanted = [args.framework] if args.framework != "all" else list(FRAMEWORKS)
     frameworks = []
     for fw in wanted:
         reason = available(fw)
@@ -126,7 +119,7 @@ def run_demo(args: argparse.Namespace) -> int:
     if not frameworks:
         _say("nothing to run")
         return 1
-    keep = bool(getattr(args, "keep", False))
+    keep = bool(args.keep)
     dsn = resolve_dsn(args.dsn)
     # Without --keep everything goes into a throwaway schema, dropped at the end.
     schema = args.schema if keep else f"pgagentstate_demo_{random.getrandbits(32):08x}"
@@ -136,7 +129,7 @@ def run_demo(args: argparse.Namespace) -> int:
         with StateStore(dsn, schema=schema, max_size=1) as store:
             store.setup()
         audits = [
-            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not getattr(args, "no_crash", False))
+            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not args.no_crash)
             for fw in frameworks
         ]
     finally:
@@ -167,7 +160,34 @@ def run_demo(args: argparse.Namespace) -> int:
     return 0 if ok else 1
 
 
-if __name__ == "__main__":  # pragma: no cover
-    from ..cli import main
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="examples/demo.py", description="Play the refund story end to end.")
+    parser.add_argument(
+        "--dsn",
+        default=None,
+        help="Postgres DSN (default: $PGAGENTSTATE_DSN, $DATABASE_URL, "
+        "else an embedded Postgres in ./.pgagentstate/pg)",
+    )
+    parser.add_argument("--schema", default="pgagentstate", help="with --keep: where the data stays")
+    parser.add_argument("--keep", action="store_true", help="leave the demo's data in the database (in --schema)")
+    parser.add_argument(
+        "--framework",
+        choices=["all", "langgraph", "adk", "openai_agents", "core"],
+        default="all",
+        help="run one framework's agent only (core: the agent without a framework)",
+    )
+    parser.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
+    return parser
 
-    sys.exit(main(["demo", *sys.argv[1:]]))
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return run_demo(args)
+    except PgAgentStateError as exc:  # no Postgres to reach, a bad DSN...: say so, without a traceback
+        print(f"demo: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -13,11 +13,12 @@ from typing import Any
 
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage
+from langgraph_agent import LangGraphRefundAgent
 
 from pgagentstate import AsyncStateStore
-from pgagentstate.demo.workflow import ServiceUrls
 from pgagentstate.errors import ConnectionLost
-from pgagentstate.langgraph.refund_agent import LangGraphRefundAgent
+
+from refund.workflow import ServiceUrls
 
 FIRST = "Oi, quero reembolso no pedido #12345"
 

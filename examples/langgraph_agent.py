@@ -2,9 +2,11 @@
 :class:`~pgagentstate.langgraph.PostgresCheckpointer` (the conversation) and
 :class:`~pgagentstate.langgraph.PostgresStore` (the customer's profile, long-term).
 
-The model is :class:`ScriptedRefundModel` (the shared dialogue rules as a ``BaseChatModel`` that emits tool
-calls), or ``ChatOpenAI`` when ``OPENAI_API_KEY`` is set and ``langchain-openai`` is installed. The tools are
-the durable refund workflow of :mod:`pgagentstate.demo.workflow`.
+    python examples/langgraph_agent.py [DSN]
+
+The model is ``ScriptedRefundModel`` (``refund/scripted_langgraph.py``: the shared dialogue rules as a
+``BaseChatModel`` that emits tool calls), or ``ChatOpenAI`` when ``OPENAI_API_KEY`` is set and
+``langchain-openai`` is installed. The tools are the durable refund workflow of ``refund/workflow.py``.
 
 A turn whose worker died is resumed the LangGraph way: the thread's last checkpoint says which node is
 next, and ``ainvoke(None, config)`` continues from there.
@@ -14,66 +16,22 @@ from __future__ import annotations
 
 import json
 import os
-import uuid
-from collections.abc import Sequence
 from typing import Any
 
-from langchain_core.language_models import BaseChatModel, LanguageModelInput
+from langchain_core.language_models import LanguageModelInput
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
-from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable, RunnableConfig
-
 from langgraph.graph import END, START, MessagesState, StateGraph
 from langgraph.graph.state import CompiledStateGraph
+
 from pgagentstate import AsyncStateStore
-from pgagentstate.demo.agents import tools_for, use_real_model
-from pgagentstate.demo.dialogue import CHECK_POLICY, INSTRUCTIONS, Msg, Reply, decide, openai_tools
-from pgagentstate.demo.workflow import ServiceUrls
+from pgagentstate.langgraph import PostgresCheckpointer, PostgresStore
 
-from .checkpointer import PostgresCheckpointer
-from .store import PostgresStore
-
-
-def to_dialogue(messages: Sequence[BaseMessage]) -> list[Msg]:
-    """LangChain messages as the dialogue rules read them."""
-    out: list[Msg] = []
-    for m in messages:
-        if isinstance(m, HumanMessage):
-            out.append(Msg("customer", str(m.content)))
-        elif isinstance(m, AIMessage):
-            out += [Msg("tool_call", tool=c["name"], args=c["args"]) for c in m.tool_calls]
-            if m.content and not m.tool_calls:
-                out.append(Msg("agent", str(m.content)))
-        elif isinstance(m, ToolMessage):
-            try:
-                result = json.loads(str(m.content))
-            except ValueError:
-                result = {"error": str(m.content)}
-            out.append(Msg("tool_result", tool=m.name or "", result=result))
-    return out
-
-
-class ScriptedRefundModel(BaseChatModel):
-    """A chat model that follows the refund dialogue's rules: no API key, deterministic."""
-
-    @property
-    def _llm_type(self) -> str:
-        return "pgagentstate-scripted-refund"
-
-    def bind_tools(self, tools: Any, **kwargs: Any) -> Runnable[LanguageModelInput, AIMessage]:
-        return self  # the script knows the tools already
-
-    def _generate(
-        self, messages: list[BaseMessage], stop: list[str] | None = None, run_manager: Any = None, **kwargs: Any
-    ) -> ChatResult:
-        decision = decide(to_dialogue(messages))
-        if isinstance(decision, Reply):
-            message = AIMessage(content=decision.text)
-        else:
-            call = {"name": decision.name, "args": decision.args, "id": f"call_{uuid.uuid4().hex[:12]}",
-                    "type": "tool_call"}
-            message = AIMessage(content="", tool_calls=[call])
-        return ChatResult(generations=[ChatGeneration(message=message)])
+from refund.agents import tools_for, use_real_model
+from refund.dialogue import CHECK_POLICY, INSTRUCTIONS, openai_tools
+from refund.in_process import run
+from refund.scripted_langgraph import ScriptedRefundModel
+from refund.workflow import ServiceUrls
 
 
 def default_model() -> Runnable[LanguageModelInput, BaseMessage]:
@@ -163,6 +121,8 @@ class LangGraphRefundAgent:
         return None
 
 
-def build_agent(store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> LangGraphRefundAgent:
-    """The entry point ``pgagentstate.demo`` looks for."""
-    return LangGraphRefundAgent(store, urls, **options)
+AGENT = LangGraphRefundAgent  # what refund.agents.load_agent starts in a worker
+
+
+if __name__ == "__main__":
+    run("LangGraph refund agent", LangGraphRefundAgent)
