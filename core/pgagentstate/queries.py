@@ -1,27 +1,37 @@
 """Named SQL statements, loaded once from the ``sql/*.sql`` files shipped in the package.
 
-A file holds blocks that start with ``-- name: <name>``. ``{schema}`` stands for the schema name and is
-replaced by a quoted :class:`psycopg.sql.Identifier` — never by string formatting — so a schema name
-cannot change a statement. Everything else in the text is literal SQL (braces included).
+A file (``sql/<module>.sql``; ``sql/operations/<module>.sql`` for the modules of ``ops/operations/``) holds
+blocks that start with ``-- name: <name>``; a name is unique across all files. ``{schema}`` stands for the
+schema name and is replaced by a quoted :class:`psycopg.sql.Identifier` — never by string formatting — so a
+schema name cannot change a statement. Everything else in the text is literal SQL (braces included).
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
 
 from psycopg import sql
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
 
 
+def _sql_files(folder: Traversable) -> Iterator[Traversable]:
+    """The ``.sql`` files under ``folder`` and its subfolders (``sql/operations/*.sql``), in name order."""
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if entry.is_dir():
+            yield from _sql_files(entry)
+        elif entry.name.endswith(".sql"):
+            yield entry
+
+
 @cache
 def _raw() -> dict[str, str]:
     out: dict[str, str] = {}
-    for entry in sorted(resources.files(__package__).joinpath("sql").iterdir(), key=lambda e: e.name):
-        if not entry.name.endswith(".sql"):
-            continue
+    for entry in _sql_files(resources.files(__package__).joinpath("sql")):
         parts = _NAME.split(entry.read_text(encoding="utf-8"))
         for name, body in zip(parts[1::2], parts[2::2], strict=True):
             if name in out:
