@@ -123,12 +123,15 @@ CREATE TABLE {schema}.memories (
     namespace   text[]           NOT NULL,
     user_id     text             NOT NULL DEFAULT '',
     value       jsonb            NOT NULL,
-    search      tsvector         GENERATED ALWAYS AS (jsonb_to_tsvector('simple'::regconfig, value, '["string"]')) STORED,
+    -- terms of the value's strings, built by the core (pgagentstate.textsearch); NULL when encrypted
+    search      tsvector,
     version     bigint           NOT NULL DEFAULT 1,
     ttl_seconds double precision,
     expires_at  timestamptz,
     created_at  timestamptz      NOT NULL DEFAULT now(),
     updated_at  timestamptz      NOT NULL DEFAULT now(),
+    -- the order items were first stored in (equal-rank search hits keep it)
+    seq         bigint           GENERATED ALWAYS AS IDENTITY,
     PRIMARY KEY (tenant_id, ns_path, key)
 );
 CREATE INDEX memories_search_idx ON {schema}.memories USING gin (search);

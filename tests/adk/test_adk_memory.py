@@ -4,6 +4,7 @@ database gives (explicit memories, expiry, isolation per app and user), and use 
 from __future__ import annotations
 
 import asyncio
+import unicodedata
 import uuid
 from typing import Any
 
@@ -118,6 +119,54 @@ async def test_at_most_ten_results(memory_service: Any) -> None:
     await memory_service.add_session_to_memory(session_with(user, *[f"ticket number {i}" for i in range(15)]))
     found = (await memory_service.search_memory(app_name=APP, user_id=user, query="ticket")).memories
     assert len(found) == 10
+
+
+async def test_unicode_forms_meet(memory_service: Any) -> None:
+    """Text stored decomposed (NFD) is found by the composed form users type, and the other way round."""
+    user = uid()
+    stored = ["Meet at the Café", "서울에서 만나요", "ガイドブックを買いました"]
+    await memory_service.add_session_to_memory(
+        session_with(user, *(unicodedata.normalize("NFD", t) for t in stored), "nothing else")
+    )
+    for query, expected in [("Café", stored[0]), ("서울에서", stored[1]), ("ガイドブック", stored[2]),
+                            ("CAFÉ", stored[0])]:
+        found = (await memory_service.search_memory(app_name=APP, user_id=user, query=query)).memories
+        assert [unicodedata.normalize("NFC", t) for t in texts(found)] == [expected], query
+    await memory_service.add_session_to_memory(session_with(user, "café com leite"))
+    nfd_query = unicodedata.normalize("NFD", "café")
+    found = (await memory_service.search_memory(app_name=APP, user_id=user, query=nfd_query)).memories
+    assert [unicodedata.normalize("NFC", t) for t in texts(found)] == [stored[0], "café com leite"]
+
+
+async def test_words_in_unspaced_scripts(memory_service: Any) -> None:
+    """Japanese and Chinese are written without spaces: a word inside a sentence is still found, and so is a
+    Latin word inside Japanese text — but not a part of that Latin word."""
+    user = uid()
+    await memory_service.add_session_to_memory(
+        session_with(user, "私の名前は太郎です", "私はPythonを使います", "我的订单号是12345", "全然関係ない")
+    )
+
+    async def found(query: str) -> list[str]:
+        return texts((await memory_service.search_memory(app_name=APP, user_id=user, query=query)).memories)
+
+    assert await found("太郎") == ["私の名前は太郎です"]
+    assert await found("Python") == ["私はPythonを使います"]
+    assert await found("python") == ["私はPythonを使います"]
+    assert await found("thon") == []
+    assert await found("订单") == ["我的订单号是12345"]
+    assert await found("郎太") == []  # the characters must stand in that order
+
+
+async def test_equal_ranks_come_in_the_order_added(memory_service: Any) -> None:
+    user = uid()
+    await memory_service.add_session_to_memory(session_with(user, *[f"note {i}" for i in range(1, 13)]))
+    found = (await memory_service.search_memory(app_name=APP, user_id=user, query="note")).memories
+    assert texts(found) == [f"note {i}" for i in range(1, 11)]
+    # More matching words first; among equals, still the order added (across sessions too).
+    await memory_service.add_session_to_memory(session_with(user, "note about refund", "late refund note"))
+    found = (await memory_service.search_memory(app_name=APP, user_id=user, query="refund note")).memories
+    assert texts(found)[:2] == ["note about refund", "late refund note"]
+    assert texts(found)[2:] == [f"note {i}" for i in range(1, 9)]
 
 
 # ---------------------------------------------------------------- ours only

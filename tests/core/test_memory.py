@@ -1,10 +1,14 @@
 from __future__ import annotations
 
+import os
 import time
+import unicodedata
+from collections.abc import Iterator
 
 import pytest
 
 from pgagentstate import AsyncStateStore, InvalidId, InvalidInput, StateStore, VersionConflict
+from pgagentstate.crypto import Encryption, StaticKeyProvider
 
 
 def test_put_get_delete_and_versions(store: StateStore) -> None:
@@ -90,3 +94,55 @@ async def test_async_memory(astore: AsyncStateStore) -> None:
     await astore.put_memory(("u",), "k", {"text": "likes pix payments"})
     (hit,) = await astore.search_memory(("u",), query="pix")
     assert hit.key == "k"
+
+
+@pytest.fixture(params=["plain", "encrypted"])
+def any_store(request: pytest.FixtureRequest, dsn: str, schema: str) -> Iterator[StateStore]:
+    """The server ranks plain values; an encrypted store ranks in Python: both must agree."""
+    encryption = None
+    if request.param == "encrypted":
+        encryption = Encryption(StaticKeyProvider({"k1": os.urandom(32)}, active="k1"))
+    with StateStore(dsn, schema=schema, encryption=encryption) as s:
+        yield s
+
+
+def test_text_search_normalises_and_splits_unspaced_scripts(any_store: StateStore) -> None:
+    texts = {
+        "cafe": unicodedata.normalize("NFD", "Meet at the CAFÉ"),
+        "wide": "Ｐｙｔｈｏｎ　ｃｏｕｒｓｅ",  # full-width letters and space (NFKC)
+        "jp": "私の名前は太郎です",
+        "mixed": "私はPythonを使います",
+        "zh": "我的订单号是12345",
+        "thai": "ฉันชอบกาแฟ",
+        "ko": unicodedata.normalize("NFD", "서울에서 만나요"),
+        "de": "Die Straße ist lang",
+    }
+    any_store.put_memories([(("t",), k, {"text": v}) for k, v in texts.items()])
+
+    def keys(query: str) -> list[str]:
+        return [m.key for m in any_store.search_memory(("t",), query=query)]
+
+    assert keys("café") == ["cafe"]
+    assert keys(unicodedata.normalize("NFD", "Café")) == ["cafe"]
+    assert keys("python") == ["wide", "mixed"]  # order first stored: equal ranks
+    assert keys("COURSE") == ["wide"]
+    assert keys("太郎") == ["jp"] and keys("郎太") == []
+    assert keys("thon") == []
+    assert keys("订单 12345") == ["zh"]
+    assert keys("กาแฟ") == ["thai"]
+    assert keys("서울") == ["ko"]
+    assert keys("STRASSE") == ["de"]  # case folding, not just lower()
+    assert keys("!?") == []
+    assert len(keys("  ")) == len(texts)  # a blank query is no query
+    ranked = any_store.search_memory(("t",), query="太郎 python")
+    assert [m.key for m in ranked] == ["wide", "jp", "mixed"] and {m.score for m in ranked} == {0.5}
+
+
+def test_equal_ranks_keep_the_order_first_stored(any_store: StateStore) -> None:
+    for i in range(1, 13):
+        any_store.put_memory(("n",), f"note {i}", {"text": f"note number {i}"})
+    any_store.put_memory(("n",), "note 1", {"text": "note number one, rewritten"})  # keeps its place
+    found = any_store.search_memory(("n",), query="note", limit=5)
+    assert [m.key for m in found] == ["note 1", "note 2", "note 3", "note 4", "note 5"]
+    newest = any_store.search_memory(("n",), limit=2)  # no query: the newest first
+    assert [m.key for m in newest] == ["note 1", "note 12"]

@@ -169,6 +169,17 @@ def test_key_rotation(dsn: str, schema: str) -> None:
         assert store.get_ledger_entry("refund-c1").result == {"receipt_to": SECRET}  # type: ignore[union-attr]
 
 
+def test_encrypting_plaintext_memories_drops_their_search_terms(dsn: str, schema: str) -> None:
+    with StateStore(dsn, schema=schema) as plain:
+        plain.put_memory(("users", "u1"), "email", {"text": f"email is {SECRET} since 2019"})
+        assert "2019" in dump(dsn, schema)  # the value and its search terms
+    with encrypted(dsn, schema, required=False) as store:
+        assert store.rotate_keys(include_plaintext=True)["memories"] == 1
+        assert "2019" not in dump(dsn, schema)
+        (hit,) = store.search_memory(("users",), query="2019")  # still found, by the decrypting search
+        assert hit.key == "email"
+
+
 def test_env_key_provider(monkeypatch: pytest.MonkeyPatch) -> None:
     k1, k2 = generate_key(), generate_key()
     monkeypatch.setenv("PGAGENTSTATE_ENCRYPTION_KEYS", f"old:{k1},new:{k2}")

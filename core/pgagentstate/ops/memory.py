@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .. import textsearch
 from ..codec import check_id, check_text, encode
 from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
@@ -82,6 +83,11 @@ def pattern_params(prefix: Sequence[str] | None, suffix: Sequence[str] | None) -
     return {"prefix_lo": lo, "prefix_hi": lo + _TOP, "ns_regex": regex}
 
 
+def terms(ctx: Ctx, value: Mapping[str, Any]) -> str | None:
+    """The search terms stored with a value; none for an encrypted one (they would give away its words)."""
+    return None if ctx.cipher is not None else textsearch.tsvector(value)
+
+
 def put(
     ctx: Ctx,
     namespace: Sequence[str],
@@ -105,6 +111,7 @@ def put(
         "key": key,
         "user_id": user_id,
         "value": seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path="value"),
+        "terms": terms(ctx, value),
         "ttl": None if ttl is None else float(ttl),
         "expected_version": expected_version,
     }
@@ -130,6 +137,7 @@ def put_many(
     paths: list[str] = []
     keys: list[str] = []
     values: list[str] = []
+    tsvectors: list[str | None] = []
     for i, (namespace, key, value) in enumerate(items):
         labels = check_namespace(ctx, namespace)
         check_id(key, f"items[{i}].key", ctx.limits)
@@ -138,6 +146,7 @@ def put_many(
         paths.append(ns_path(labels))
         keys.append(key)
         values.append(seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path=f"items[{i}]"))
+        tsvectors.append(terms(ctx, value))
     if len(set(zip(paths, keys, strict=True))) != len(keys):
         raise InvalidInput("the same namespace and key appear twice in one batch", path="items")
     if not keys:
@@ -148,6 +157,7 @@ def put_many(
             ns_paths=paths,
             keys=keys,
             values=values,
+            terms=tsvectors,
             user_id=user_id,
             ttl=None if ttl is None else float(ttl),
             if_absent=if_absent,
@@ -185,46 +195,41 @@ def search(
         raise InvalidInput("query must be a string", path="query")
     if limit < 0 or offset < 0:
         raise InvalidInput("limit and offset must not be negative", path="limit")
-    query = query.replace("\x00", " ") if query and query.strip() else None
+    words = textsearch.query_words(query) if query is not None and query.strip() else None
     filter_json = None if filter is None else encode(dict(filter), ctx.limits, path="filter")
-    if ctx.cipher is not None and (query is not None or filter is not None):
+    if words == []:
+        return []  # a query without a word ("!?") matches nothing
+    if ctx.cipher is not None and (words is not None or filter is not None):
         # The server cannot search or compare ciphertexts: filter and rank the decrypted items here.
         rows = yield from many(
             "memory_search",
             replica=not refresh_ttl,
             **pattern_params(labels, None),
             user_id=user_id,
-            query=None,
+            tsq=None,
+            words=None,
+            added=words is not None,
             filter=None,
             limit=None,
             offset=0,
             refresh=refresh_ttl,
         )
         found = [memory_from_row(ctx, r) for r in rows]
-        return local_search(found, query, filter)[offset : offset + limit]
+        return local_search(found, words, filter)[offset : offset + limit]
     rows = yield from many(
         "memory_search",
         replica=not refresh_ttl,
         **pattern_params(labels, None),
         user_id=user_id,
-        query=query,
+        tsq=None if words is None else " | ".join(f"({textsearch.tsquery(w)})" for w in words),
+        words=None if words is None else [textsearch.tsquery(w) for w in words],
+        added=False,
         filter=filter_json,
         limit=limit,
         offset=offset,
         refresh=refresh_ttl,
     )
     return [memory_from_row(ctx, r) for r in rows]
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        yield value
-    elif isinstance(value, dict):
-        for v in value.values():
-            yield from _strings(v)
-    elif isinstance(value, list):
-        for v in value:
-            yield from _strings(v)
 
 
 def _contains(value: Any, pattern: Any) -> bool:
@@ -236,21 +241,22 @@ def _contains(value: Any, pattern: Any) -> bool:
     return bool(value == pattern)
 
 
-def local_search(items: list[Memory], query: str | None, filter: Mapping[str, Any] | None) -> list[Memory]:
-    """What memory_search does in SQL, for encrypted values: containment filter, OR-ed words ranked by
-    how many of them an item contains."""
+def local_search(
+    items: list[Memory], words: list[tuple[str, ...]] | None, filter: Mapping[str, Any] | None
+) -> list[Memory]:
+    """What memory_search does in SQL, for encrypted values: containment filter, items ranked by the share
+    of the query's words they contain, equal ranks in the order the server listed them (with a query: the
+    order first stored, as in SQL)."""
     if filter is not None:
         items = [m for m in items if _contains(m.value, dict(filter))]
-    if query is None:
+    if words is None:
         return items
-    words = set(re.findall(r"\w+", query.lower()))
     scored = []
     for m in items:
-        tokens = set(re.findall(r"\w+", " ".join(_strings(m.value)).lower()))
-        hits = len(words & tokens)
+        hits = textsearch.local_matches(m.value, words)
         if hits:
-            scored.append(replace(m, score=hits / max(len(words), 1)))
-    return sorted(scored, key=lambda m: (-(m.score or 0), -m.updated_at.timestamp()))
+            scored.append(replace(m, score=hits / len(words)))
+    return sorted(scored, key=lambda m: -(m.score or 0))
 
 
 def namespaces(

@@ -4,12 +4,13 @@
 -- name: memory_put
 WITH up AS (
     INSERT INTO {schema}.memories AS m
-        (tenant_id, ns_path, key, namespace, user_id, value, ttl_seconds, expires_at)
-    SELECT %(tenant)s, %(ns_path)s, %(key)s, %(namespace)s::text[], %(user_id)s, %(value)s::jsonb, %(ttl)s,
-           now() + make_interval(secs => %(ttl)s)
+        (tenant_id, ns_path, key, namespace, user_id, value, search, ttl_seconds, expires_at)
+    SELECT %(tenant)s, %(ns_path)s, %(key)s, %(namespace)s::text[], %(user_id)s, %(value)s::jsonb,
+           %(terms)s::tsvector, %(ttl)s, now() + make_interval(secs => %(ttl)s)
     WHERE %(expected_version)s::bigint IS NULL OR %(expected_version)s = 0
     ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
-    SET value = EXCLUDED.value, user_id = EXCLUDED.user_id, ttl_seconds = EXCLUDED.ttl_seconds,
+    SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id,
+        ttl_seconds = EXCLUDED.ttl_seconds,
         expires_at = EXCLUDED.expires_at, updated_at = now(),
         -- an expired row is gone as far as readers know: overwriting it starts again at version 1
         version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
@@ -21,7 +22,7 @@ SELECT up.*, NULL::real FROM up
 
 -- name: memory_cas
 UPDATE {schema}.memories m
-SET value = %(value)s::jsonb, user_id = %(user_id)s, ttl_seconds = %(ttl)s,
+SET value = %(value)s::jsonb, search = %(terms)s::tsvector, user_id = %(user_id)s, ttl_seconds = %(ttl)s,
     expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now(), version = m.version + 1
 WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s AND m.version = %(expected_version)s
   AND (m.expires_at IS NULL OR m.expires_at > now())
@@ -57,24 +58,26 @@ WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s
   AND (m.expires_at IS NULL OR m.expires_at > now())
 
 -- name: memory_search
--- Namespace prefix as a primary-key range; %(query)s terms are OR-ed and ranked (a memory that matches
--- more of the words ranks higher), using the language-neutral 'simple' configuration.
-WITH q AS (
-    SELECT CASE WHEN %(query)s::text IS NULL THEN NULL
-                ELSE replace(plainto_tsquery('simple', %(query)s)::text, ' & ', ' | ')::tsquery END AS tsq
-), hits AS (
+-- Namespace prefix as a primary-key range. %(tsq)s is the OR of the query's words (one tsquery each in
+-- %(words)s, see pgagentstate.textsearch); an item ranks by the share of the words it contains, items
+-- that rank equally in the order they were first stored; without a query, the newest first (or, with
+-- %(added)s, in the order first stored: the encrypted path ranks them in Python and keeps that order).
+WITH hits AS (
     SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
-           m.expires_at, m.ttl_seconds,
-           CASE WHEN q.tsq IS NULL THEN NULL ELSE ts_rank_cd(m.search, q.tsq) END AS score
-    FROM {schema}.memories m, q
+           m.expires_at, m.ttl_seconds, m.seq,
+           CASE WHEN %(tsq)s::tsquery IS NULL THEN NULL
+                ELSE (SELECT count(*) FROM unnest(%(words)s::tsquery[]) w WHERE m.search @@ w)::real
+                     / cardinality(%(words)s::tsquery[]) END AS score
+    FROM {schema}.memories m
     WHERE m.tenant_id = %(tenant)s
       AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
       AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
       AND (m.expires_at IS NULL OR m.expires_at > now())
       AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
       AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND (q.tsq IS NULL OR m.search @@ q.tsq)
-    ORDER BY score DESC NULLS LAST, m.updated_at DESC, m.ns_path, m.key
+      AND (%(tsq)s::tsquery IS NULL OR m.search @@ %(tsq)s::tsquery)
+    ORDER BY score DESC NULLS LAST, CASE WHEN %(tsq)s::tsquery IS NULL AND NOT %(added)s THEN m.updated_at END DESC,
+             m.seq
     LIMIT %(limit)s OFFSET %(offset)s
 ), refreshed AS (
     UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
@@ -83,9 +86,10 @@ WITH q AS (
       AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
 )
 SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
-       hits.updated_at, hits.expires_at, hits.score::real
+       hits.updated_at, hits.expires_at, hits.score
 FROM hits
-ORDER BY hits.score DESC NULLS LAST, hits.updated_at DESC, hits.ns_path, hits.key
+ORDER BY hits.score DESC NULLS LAST, CASE WHEN hits.score IS NULL AND NOT %(added)s THEN hits.updated_at END DESC,
+         hits.seq
 
 -- name: memory_namespaces
 SELECT DISTINCT CASE WHEN %(max_depth)s::int IS NULL THEN m.namespace
@@ -99,15 +103,19 @@ ORDER BY ns
 LIMIT %(limit)s OFFSET %(offset)s
 
 -- name: memory_put_many
--- Many items in one statement. %(if_absent)s: keep what is stored (an expired item counts as absent).
--- The namespace array is rebuilt from ns_path (ragged arrays cannot be passed as one parameter).
-INSERT INTO {schema}.memories AS m (tenant_id, ns_path, key, namespace, user_id, value, ttl_seconds, expires_at)
-SELECT %(tenant)s, x.ns_path, x.key, string_to_array(left(x.ns_path, -1), chr(31)), %(user_id)s, x.value, %(ttl)s,
-       now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[]) AS x(ns_path, key, value)
+-- Many items in one statement, first stored in the order given. %(if_absent)s: keep what is stored (an
+-- expired item counts as absent). The namespace array is rebuilt from ns_path (ragged arrays cannot be
+-- passed as one parameter).
+INSERT INTO {schema}.memories AS m
+    (tenant_id, ns_path, key, namespace, user_id, value, search, ttl_seconds, expires_at)
+SELECT %(tenant)s, x.ns_path, x.key, string_to_array(left(x.ns_path, -1), chr(31)), %(user_id)s, x.value,
+       x.terms, %(ttl)s, now() + make_interval(secs => %(ttl)s)
+FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[], %(terms)s::tsvector[])
+     WITH ORDINALITY AS x(ns_path, key, value, terms, ord)
+ORDER BY x.ord
 ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
-SET value = EXCLUDED.value, user_id = EXCLUDED.user_id, ttl_seconds = EXCLUDED.ttl_seconds,
-    expires_at = EXCLUDED.expires_at, updated_at = now(),
+SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id,
+    ttl_seconds = EXCLUDED.ttl_seconds, expires_at = EXCLUDED.expires_at, updated_at = now(),
     version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
     created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END
 WHERE NOT %(if_absent)s OR (m.expires_at IS NOT NULL AND m.expires_at <= now())

@@ -62,7 +62,8 @@ ORDER BY m.tenant_id, m.ns_path, m.key
 LIMIT %(limit)s
 
 -- name: rot_memories_set
-UPDATE {schema}.memories m SET value = %(new)s::jsonb
+-- The search terms of a value written in plaintext would give its words away once it is encrypted.
+UPDATE {schema}.memories m SET value = %(new)s::jsonb, search = NULL
 WHERE m.tenant_id = %(k1)s AND m.ns_path = %(k2)s AND m.key = %(k3)s AND m.value::text = %(old)s
 
 -- name: rot_scratchpad_page
