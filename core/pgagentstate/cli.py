@@ -1,37 +1,15 @@
-"""The ``pgagentstate`` command line: ``migrate`` here, the operator commands (doctor, conversations, show,
-state, health, gc, stats, export, erase, ui) in :mod:`pgagentstate.ui.cli`."""
+"""The ``pgagentstate`` command line: the parser with the options every command shares, and :func:`main`.
+The commands themselves (migrate, doctor, conversations, show, state, health, gc, stats, export, erase,
+rotate-keys, ui) are in :mod:`pgagentstate.ui.commands`, one module per command group."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
-from typing import Any
 
 from .errors import PgAgentStateError
-from .sync import StateStore
-from .ui.cli import add_commands, open_store
-
-
-def _store(args: argparse.Namespace) -> StateStore:
-    return open_store(args)
-
-
-def _print(args: argparse.Namespace, data: Any, text: str) -> None:
-    print(json.dumps(data, indent=2, default=str) if args.json else text)
-
-
-def cmd_migrate(args: argparse.Namespace) -> int:
-    with _store(args) as store:
-        applied = store.setup()
-        current, pending = store.migration_status()
-    _print(
-        args,
-        {"applied_now": applied, "schema_versions": current, "pending": pending},
-        f"schema {args.schema!r}: applied {applied or 'nothing'}; now at {current[-1] if current else None}",
-    )
-    return 0
+from .ui.commands import add_commands
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -49,10 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--pgbouncer", action="store_true", help="connecting through PgBouncer: no server-side prepared statements"
     )
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("migrate", parents=[common], help="create or upgrade the schema").set_defaults(fn=cmd_migrate)
-    # doctor, conversations, show, state, health, gc, stats, export, erase, ui
-    add_commands(sub, common)
+    add_commands(parser.add_subparsers(dest="command", required=True), common)
     return parser
 
 

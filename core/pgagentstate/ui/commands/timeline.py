@@ -1,0 +1,193 @@
+"""``pgagentstate show`` (one conversation's timeline) and ``pgagentstate state --at`` (time travel)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from datetime import datetime
+
+from ...errors import InvalidInput
+from ...ops import operations
+from ..term import ago, clock, heading, key_values, parse_version_or_time, short, table
+from .base import Add, emit, idle_option, open_store
+
+
+def _render_timeline(tl: operations.Timeline) -> str:
+    c = tl.conversation
+    out = [
+        heading(f"conversation {c.id}"),
+        key_values(
+            [
+                ("health", tl.health + ("" if tl.health == c.status else f" (status {c.status})")),
+                ("framework / app", f"{c.framework or '-'} / {c.app or '-'}"),
+                ("user / channel", f"{c.user_id or '-'} / {c.channel or '-'}"),
+                ("version / events", f"{c.version} / {c.last_seq}"),
+                ("created", f"{clock(c.created_at)} ({ago(c.created_at)})"),
+                ("updated", f"{clock(c.updated_at)} ({ago(c.updated_at)})"),
+                ("metadata", short(c.metadata, 100) if c.metadata else "-"),
+            ]
+        ),
+        heading("timeline"),
+        table(
+            ["time", "kind", "what", "detail"], [(clock(e.at), e.kind, e.title, e.text) for e in tl.entries], max_col=70
+        )
+        if tl.entries
+        else "(empty)",
+    ]
+    if tl.state_versions:
+        latest: dict[str, operations.StateVersion] = {}
+        for v in tl.state_versions:
+            latest[v.name] = v
+        out.append(heading("state"))
+        for name, v in latest.items():
+            out.append(f"{name!r} at version {v.version}:")
+            out.append(json.dumps(v.data, indent=2, ensure_ascii=False, default=str))
+        rows = []
+        for v in tl.state_versions:
+            changes = ", ".join(
+                f"+{ch.path}={short(ch.new, 30)}"
+                if ch.op == "added"
+                else f"-{ch.path}"
+                if ch.op == "removed"
+                else f"~{ch.path}: {short(ch.old, 20)} -> {short(ch.new, 20)}"
+                for ch in v.changes
+            )
+            rows.append((v.name, v.version, clock(v.changed_at), changes or "(no change)"))
+        out.append("\n" + table(["document", "version", "changed", "changes"], rows, max_col=90))
+    if tl.steps:
+        out.append(heading("workflow steps"))
+        out.append(
+            table(
+                ["workflow", "pos", "step", "status", "attempts", "started", "completed", "lease", "error / result"],
+                [
+                    (
+                        s.workflow,
+                        s.position,
+                        s.step,
+                        s.status,
+                        s.attempts,
+                        clock(s.started_at),
+                        clock(s.completed_at),
+                        ago(s.lease_expires_at) if s.status == "in_progress" else "",
+                        s.last_error or ("" if s.result is None else short(s.result, 50)),
+                    )
+                    for s in tl.steps
+                ],
+            )
+        )
+    if tl.ledger:
+        out.append(heading("external calls (idempotency ledger)"))
+        out.append(
+            table(
+                ["api", "key", "status", "attempts", "dups stopped", "created", "result / error"],
+                [
+                    (
+                        k.api,
+                        k.key,
+                        k.status,
+                        k.attempts,
+                        k.duplicate_hits,
+                        clock(k.created_at),
+                        k.error or ("" if k.result is None else short(k.result, 50)),
+                    )
+                    for k in tl.ledger
+                ],
+            )
+        )
+    if tl.scratchpad:
+        out.append(heading("scratchpad"))
+        out.append(
+            table(
+                ["key", "value", "expires"],
+                [
+                    (s.key, short(s.value, 50), ("expired " if s.expired else "") + ago(s.expires_at))
+                    for s in tl.scratchpad
+                ],
+            )
+        )
+    if tl.snapshots:
+        out.append(heading("checkpoints"))
+        out.append(
+            table(
+                ["namespace", "count", "first", "newest", "newest id"],
+                [
+                    (s.namespace or "(root)", s.count, clock(s.first_at), clock(s.last_at), s.latest_id)
+                    for s in tl.snapshots
+                ],
+            )
+        )
+    return "\n".join(out)
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    with open_store(args) as store:
+        tl = store.run(operations.timeline(store.context, args.id, event_limit=args.events, idle=args.idle))
+    if tl is None:
+        print(f"pgagentstate: conversation {args.id!r} not found (tenant {args.tenant!r})", file=sys.stderr)
+        return 1
+    emit(args, tl, lambda: _render_timeline(tl))
+    return 0
+
+
+def cmd_state(args: argparse.Namespace) -> int:
+    version: int | None = None
+    at: datetime | None = None
+    if args.at is not None:
+        try:
+            point = parse_version_or_time(args.at)
+        except ValueError as exc:
+            raise InvalidInput(str(exc), path="--at") from None
+        if isinstance(point, int):
+            version = point
+        else:
+            at = point
+    with open_store(args) as store:
+        doc = store.run(operations.state_at(store.context, args.id, version=version, at=at, name=args.name))
+        previous = None
+        if doc is not None and doc.version > 1:
+            previous = store.run(operations.state_at(store.context, args.id, version=doc.version - 1, name=args.name))
+    if doc is None:
+        where = f"at {args.at}" if args.at else "at all"
+        print(f"pgagentstate: no state {args.name!r} of conversation {args.id!r} {where}", file=sys.stderr)
+        return 1
+    changes = operations.diff(previous.data if previous else None, doc.data)
+
+    def render() -> str:
+        head = key_values(
+            [
+                ("conversation", args.id),
+                ("document", args.name),
+                ("version", doc.version),
+                ("written", f"{clock(doc.updated_at)} ({ago(doc.updated_at)})"),
+            ]
+        )
+        body = json.dumps(doc.data, indent=2, ensure_ascii=False, default=str)
+        marks = {"added": "+", "removed": "-", "changed": "~"}
+        diff_lines = [
+            f"  {marks[c.op]} {c.path}: "
+            + (
+                short(c.new)
+                if c.op == "added"
+                else short(c.old)
+                if c.op == "removed"
+                else f"{short(c.old, 40)} -> {short(c.new, 40)}"
+            )
+            for c in changes
+        ]
+        return f"{head}\n\n{body}\n\nchanges from version {doc.version - 1}:\n" + ("\n".join(diff_lines) or "  none")
+
+    emit(args, {"state": doc, "changes": changes}, render)
+    return 0
+
+
+def register(add: Add) -> None:
+    p = add("show", cmd_show, "timeline of one conversation: messages, state versions, steps, external calls")
+    p.add_argument("id", help="conversation id")
+    p.add_argument("--events", type=int, default=None, metavar="N", help="only the newest N events")
+    idle_option(p)
+
+    p = add("state", cmd_state, "a conversation's state as it was at a version or a time (time travel)")
+    p.add_argument("id", help="conversation id")
+    p.add_argument("--at", metavar="VERSION|TIME", help="version number, ISO time, or a duration ago (10m)")
+    p.add_argument("--name", default="state", help="state document name (default 'state')")
