@@ -1,91 +1,515 @@
-"""Core benchmark: the cost of a durable turn commit against the physical floor, and of loading the
-recent history as the history grows.
+"""Core benchmark: a turn against the brief's naive code and against the physical floor.
 
-    .venv/bin/python benchmarks/bench_core.py [--dsn DSN] [--rounds N]
+    .venv/bin/python benchmarks/bench_core.py [--dsn DSN] [--runs 3] [--only latency,floor,...] [--quick]
 
-1. One append + state change in one transaction, version-checked (``append_events`` with
-   ``expected_seq`` and a state patch: one statement), interleaved with the floor: a raw single-row
-   ``INSERT`` + ``COMMIT`` from psycopg on the same server. Target: <= 1.5x the floor.
-2. Loading a conversation's last 20 messages with 10, 1,000 and 10,000 messages of history.
-   Target: 10,000 within 1.3x of 10.
-Ratios, not absolute times: the machines are shared and noisy.
+A turn is the brief's "load state -> process -> save state": load the conversation, its newest 20 messages
+and its state; append the customer's message and the agent's reply; save the state (two keys changed).
+The naive code is the brief's, written plainly with psycopg: three tables (conversations,
+conversation_messages, conversation_state), one transaction of 3 SELECTs (the whole history, as the brief
+does), 2 INSERTs and 2 UPDATEs. Each section interleaves the sides (the order flips every iteration) so that
+a shared machine's noise hits both alike; every run prints its figures, and the summary gives the median of
+the runs. Sections:
+
+  latency     turn time at 20 / 200 / 1,000 / 5,000 messages of history, ours / naive, sync and async
+              stores (target <= 0.6x at every size)
+  floor       turn time / one raw single-row INSERT in autocommit, one round trip and one WAL flush
+              (target <= 2.2x)
+  cpu         client CPU per turn (CPU time of the calling thread, kernel included), ours and naive
+  throughput  turns/s from one process (asyncio, a pool of 10 connections per side) at 10 / 200 / 1,000
+              concurrent conversations, ours / naive (target >= 1.5x, p99 latency no worse), and ours at
+              10,000 vs 10 messages of history (flat)
+  append      one append + state patch in one version-checked statement (the adapters' append path) /
+              the floor (target <= 1.5x)
+  history     reading the last 20 messages at 10 / 1,000 / 10,000 of history (10,000 within 1.3x of 10)
+
+DSN: --dsn, else $PGAGENTSTATE_BENCH_DSN, else postgresql://postgres@127.0.0.1:5432/postgres. Everything
+lives in two throwaway schemas, dropped at the end.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import statistics
 import time
 import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 import psycopg
+from psycopg import sql
+from psycopg.types.json import Jsonb
+from psycopg_pool import AsyncConnectionPool
 
-from pgagentstate import NewEvent, StateRef, StateStore
+from pgagentstate import AsyncStateStore, NewEvent, StateRef, StateStore
+
+SIZES = (20, 200, 1_000, 5_000)
+POOL = 10  # connections per side in the throughput section (the store's default max_size)
+
+NAIVE_DDL = """
+CREATE TABLE {s}.conversations (
+    conversation_id uuid PRIMARY KEY, customer_id uuid NOT NULL, channel varchar(50) NOT NULL,
+    status varchar(50) NOT NULL, created_at timestamp DEFAULT now(), updated_at timestamp DEFAULT now());
+CREATE INDEX ON {s}.conversations (customer_id);
+CREATE INDEX ON {s}.conversations (channel);
+CREATE INDEX ON {s}.conversations (status);
+CREATE TABLE {s}.conversation_messages (
+    message_id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    conversation_id uuid NOT NULL REFERENCES {s}.conversations (conversation_id),
+    sender varchar(50) NOT NULL, message_text text NOT NULL, timestamp timestamp DEFAULT now());
+CREATE INDEX ON {s}.conversation_messages (conversation_id);
+CREATE TABLE {s}.conversation_state (
+    state_id uuid PRIMARY KEY DEFAULT gen_random_uuid(),
+    conversation_id uuid NOT NULL REFERENCES {s}.conversations (conversation_id),
+    workflow_step int, workflow_status varchar(50), context_data jsonb, external_calls jsonb,
+    last_error varchar(500), updated_at timestamp DEFAULT now());
+CREATE INDEX ON {s}.conversation_state (conversation_id);
+CREATE INDEX ON {s}.conversation_state (workflow_status);
+CREATE TABLE {s}.floor_events (id bigserial PRIMARY KEY, payload jsonb);
+"""
 
 
-def median_ms(samples: list[float]) -> float:
+class Naive:
+    """The brief's process_customer_message, with its queries as written there."""
+
+    def __init__(self, schema: str) -> None:
+        q = {
+            "conv": "SELECT * FROM {s}.conversations WHERE conversation_id = %s",
+            "messages": "SELECT * FROM {s}.conversation_messages WHERE conversation_id = %s ORDER BY timestamp",
+            "state": "SELECT * FROM {s}.conversation_state WHERE conversation_id = %s",
+            "insert": "INSERT INTO {s}.conversation_messages (conversation_id, sender, message_text)"
+            " VALUES (%s, %s, %s)",
+            "calls": "UPDATE {s}.conversation_state SET external_calls = %s WHERE conversation_id = %s",
+            "step": "UPDATE {s}.conversation_state SET workflow_step = %s WHERE conversation_id = %s",
+        }
+        self.schema_id = sql.Identifier(schema)
+        self.q = {k: sql.SQL(v).format(s=self.schema_id) for k, v in q.items()}
+
+    def turn(self, conn: psycopg.Connection[Any], cid: uuid.UUID, i: int) -> int:
+        q = self.q
+        with conn.transaction():
+            conn.execute(q["conv"], (cid,)).fetchone()
+            messages = conn.execute(q["messages"], (cid,)).fetchall()
+            conn.execute(q["state"], (cid,)).fetchone()
+            reply = agent_reply(i, len(messages))
+            conn.execute(q["insert"], (cid, "customer", f"message {i}"))
+            conn.execute(q["insert"], (cid, "agent", reply))
+            conn.execute(q["calls"], (Jsonb([{"api": "payment", "n": i}]), cid))
+            conn.execute(q["step"], (i, cid))
+        return len(messages)
+
+    async def aturn(self, conn: psycopg.AsyncConnection[Any], cid: uuid.UUID, i: int) -> int:
+        q = self.q
+        async with conn.transaction():
+            await (await conn.execute(q["conv"], (cid,))).fetchone()
+            messages = await (await conn.execute(q["messages"], (cid,))).fetchall()
+            await (await conn.execute(q["state"], (cid,))).fetchone()
+            reply = agent_reply(i, len(messages))
+            await conn.execute(q["insert"], (cid, "customer", f"message {i}"))
+            await conn.execute(q["insert"], (cid, "agent", reply))
+            await conn.execute(q["calls"], (Jsonb([{"api": "payment", "n": i}]), cid))
+            await conn.execute(q["step"], (i, cid))
+        return len(messages)
+
+    def create(self, conn: psycopg.Connection[Any], size: int) -> uuid.UUID:
+        """A conversation with ``size`` messages of history and its state row."""
+        cid = uuid.uuid4()
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {s}.conversations (conversation_id, customer_id, channel, status) "
+                "VALUES (%s, %s, 'whatsapp', 'active')"
+            ).format(s=self.schema_id),
+            (cid, uuid.uuid4()),
+        )
+        conn.execute(
+            sql.SQL(
+                "INSERT INTO {s}.conversation_state (conversation_id, workflow_step, context_data) "
+                "VALUES (%s, 0, '{{}}')"
+            ).format(s=self.schema_id),
+            (cid,),
+        )
+        with conn.cursor() as cur:
+            cur.executemany(self.q["insert"], [(cid, sender(k), history_text(k)) for k in range(size)])
+        conn.commit()
+        return cid
+
+
+def agent_reply(i: int, seen: int) -> str:
+    return f"answer {i} ({seen} messages of context)"
+
+
+def sender(k: int) -> str:
+    return "customer" if k % 2 else "agent"
+
+
+def history_text(k: int) -> str:
+    return f"message {k} " + "x" * 80
+
+
+def history(size: int) -> list[NewEvent]:
+    return [NewEvent({"role": sender(k), "text": history_text(k)}, author=sender(k)) for k in range(size)]
+
+
+def ours(store: StateStore, cid: str, i: int) -> int:
+    with store.turn(cid) as turn:
+        reply = agent_reply(i, len(turn.events))
+        turn.append({"role": "customer", "text": f"message {i}"}, author="customer")
+        turn.append({"role": "agent", "text": reply}, author="agent")
+        turn.state["external_calls"] = [{"api": "payment", "n": i}]
+        turn.state["workflow_step"] = i
+    return len(turn.events)
+
+
+async def aours(store: AsyncStateStore, cid: str, i: int) -> int:
+    async with store.turn(cid) as turn:
+        reply = agent_reply(i, len(turn.events))
+        turn.append({"role": "customer", "text": f"message {i}"}, author="customer")
+        turn.append({"role": "agent", "text": reply}, author="agent")
+        turn.state["external_calls"] = [{"api": "payment", "n": i}]
+        turn.state["workflow_step"] = i
+    return len(turn.events)
+
+
+def ours_create(store: StateStore, size: int) -> str:
+    cid = f"c{size}-{uuid.uuid4().hex[:10]}"
+    store.create_conversation(cid, channel="whatsapp")
+    events = history(size)
+    for start in range(0, size, 500):
+        store.append_events(cid, events[start : start + 500])
+    return cid
+
+
+def ms(samples: list[float]) -> float:
     return statistics.median(samples) * 1000
 
 
-def bench_commit(store: StateStore, dsn: str, rounds: int) -> dict[str, float]:
+def pct(samples: list[float], p: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))] * 1000
+
+
+def conversations_for(size: int, turns: int) -> int:
+    """Enough conversations that the turns grow each history by ~1% at most (a turn adds 2 messages),
+    within ~200,000 stored messages per side."""
+    return max(1, min(turns, 200_000 // size, turns * 2 * 100 // size or 1))
+
+
+# --- sections ----------------------------------------------------------------------------------------
+
+
+def bench_latency(env: Env, rounds: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for size in SIZES:
+        n = conversations_for(size, rounds)
+        mine = [ours_create(env.store, size) for _ in range(n)]
+        theirs = [env.naive.create(env.conn, size) for _ in range(n)]
+        for i in range(min(n, 10)):  # warm-up: caches, psycopg's prepared statements
+            ours(env.store, mine[i], -i)
+            env.naive.turn(env.conn, theirs[i], -i)
+        a: list[float] = []
+        b: list[float] = []
+        for i in range(rounds):
+            first, second = (0, 1) if i % 2 else (1, 0)
+            for side in (first, second):
+                t0 = time.perf_counter()
+                if side:
+                    ours(env.store, mine[i % n], i)
+                else:
+                    env.naive.turn(env.conn, theirs[i % n], i)
+                (b if side else a).append(time.perf_counter() - t0)
+        out[f"sync_{size}"] = {"ours_ms": ms(b), "naive_ms": ms(a), "ratio": ms(b) / ms(a)}
+        out[f"async_{size}"] = asyncio.run(_async_latency(env, size, rounds, n))
+    return out
+
+
+async def _async_latency(env: Env, size: int, rounds: int, n: int) -> dict[str, float]:
+    async with AsyncStateStore(env.dsn, schema=env.ours_schema) as store:
+        conn = await psycopg.AsyncConnection.connect(env.dsn)
+        try:
+            mine = [ours_create(env.store, size) for _ in range(n)]
+            theirs = [env.naive.create(env.conn, size) for _ in range(n)]
+            for i in range(min(n, 10)):
+                await aours(store, mine[i], -i)
+                await env.naive.aturn(conn, theirs[i], -i)
+            a: list[float] = []
+            b: list[float] = []
+            for i in range(rounds):
+                first, second = (0, 1) if i % 2 else (1, 0)
+                for side in (first, second):
+                    t0 = time.perf_counter()
+                    if side:
+                        await aours(store, mine[i % n], i)
+                    else:
+                        await env.naive.aturn(conn, theirs[i % n], i)
+                    (b if side else a).append(time.perf_counter() - t0)
+        finally:
+            await conn.close()
+    return {"ours_ms": ms(b), "naive_ms": ms(a), "ratio": ms(b) / ms(a)}
+
+
+def bench_floor_and_cpu(env: Env, rounds: int) -> dict[str, Any]:
+    """Turns at 20 messages of history, raw INSERTs and naive turns interleaved; wall and thread CPU time."""
+    n = conversations_for(20, rounds)
+    mine = [ours_create(env.store, 20) for _ in range(n)]
+    theirs = [env.naive.create(env.conn, 20) for _ in range(n)]
+    insert = sql.SQL("INSERT INTO {}.floor_events (payload) VALUES (%s::jsonb)").format(env.naive.schema_id)
+    text = json.dumps({"role": "customer", "text": "meu@email.com", "channel": "whatsapp"})
+    samples: dict[str, list[float]] = {"ours": [], "naive": [], "floor": []}
+    cpu: dict[str, list[float]] = {"ours": [], "naive": [], "floor": []}
+    with psycopg.connect(env.dsn, autocommit=True) as floor:
+        steps: dict[str, Callable[[int], Any]] = {
+            "ours": lambda i: ours(env.store, mine[i % n], i),
+            "naive": lambda i: env.naive.turn(env.conn, theirs[i % n], i),
+            "floor": lambda i: floor.execute(insert, (text,)),
+        }
+        for i in range(30):
+            for step in steps.values():
+                step(i)
+        order = list(steps)
+        for i in range(rounds):
+            for name in order[i % 3 :] + order[: i % 3]:
+                c0, t0 = time.thread_time(), time.perf_counter()
+                steps[name](i)
+                t1, c1 = time.perf_counter(), time.thread_time()
+                samples[name].append(t1 - t0)
+                cpu[name].append(c1 - c0)
+    return {
+        "floor": {
+            "ours_ms": ms(samples["ours"]),
+            "floor_ms": ms(samples["floor"]),
+            "ratio": ms(samples["ours"]) / ms(samples["floor"]),
+        },
+        "cpu": {f"{k}_ms": statistics.mean(v) * 1000 for k, v in cpu.items()},
+    }
+
+
+def bench_throughput(env: Env, seconds: float) -> dict[str, Any]:
+    return asyncio.run(_throughput(env, seconds))
+
+
+async def _throughput(env: Env, seconds: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    async with (
+        AsyncStateStore(env.dsn, schema=env.ours_schema, min_size=POOL, max_size=POOL) as store,
+        AsyncConnectionPool(env.dsn, min_size=POOL, max_size=POOL, open=False) as pool,
+    ):
+        await pool.open(wait=True)
+        for concurrency in (10, 200, 1_000):
+            per_task = max(1, 600 // concurrency)  # ~600+ conversations: histories grow ~1% a slice
+            mine = [[ours_create(env.store, 20) for _ in range(per_task)] for _ in range(concurrency)]
+            theirs = [[env.naive.create(env.conn, 20) for _ in range(per_task)] for _ in range(concurrency)]
+
+            async def naive_turn(cid: Any, i: int) -> Any:
+                async with pool.connection() as conn:
+                    return await env.naive.aturn(conn, cid, i)
+
+            slices: dict[str, list[tuple[float, float]]] = {"ours": [], "naive": []}
+            for k in range(4):  # warm-up slice pair (short), then alternate ours / naive
+                for name in ("ours", "naive") if k % 2 else ("naive", "ours"):
+                    fn: Callable[[Any, int], Awaitable[Any]] = (
+                        (lambda cid, i: aours(store, cid, i)) if name == "ours" else naive_turn
+                    )
+                    result = await _drive(fn, mine if name == "ours" else theirs, seconds if k else 1.0)
+                    if k:
+                        slices[name].append(result)
+            o = statistics.median(r[0] for r in slices["ours"])
+            p = statistics.median(r[0] for r in slices["naive"])
+            out[f"c{concurrency}"] = {
+                "ours_tps": o,
+                "naive_tps": p,
+                "ratio": o / p,
+                "ours_p99_ms": statistics.median(r[1] for r in slices["ours"]),
+                "naive_p99_ms": statistics.median(r[1] for r in slices["naive"]),
+            }
+        # Flat: ours at 10 concurrent conversations with 10 vs 10,000 messages of history.
+        flat: dict[int, list[float]] = {10: [], 10_000: []}
+        cids = {size: [[ours_create(env.store, size) for _ in range(2)] for _ in range(10)] for size in flat}
+        for k in range(4):
+            for size in (10, 10_000) if k % 2 else (10_000, 10):
+                tps, _ = await _drive(lambda cid, i: aours(store, cid, i), cids[size], seconds if k else 1.0)
+                if k:
+                    flat[size].append(tps)
+        small, big = statistics.median(flat[10]), statistics.median(flat[10_000])
+        out["flat"] = {"tps_at_10": small, "tps_at_10000": big, "ratio_10_vs_10000": small / big}
+    return out
+
+
+async def _drive(
+    turn: Callable[[Any, int], Awaitable[Any]], cids: list[list[Any]], seconds: float
+) -> tuple[float, float]:
+    """Run one task per entry of ``cids`` (each cycling through its conversations) for ``seconds``:
+    (turns per second, p99 latency in ms)."""
+    latencies: list[float] = []
+    stop = time.perf_counter() + seconds
+
+    async def task(mine: list[Any]) -> None:
+        i = 0
+        while time.perf_counter() < stop:
+            t0 = time.perf_counter()
+            await turn(mine[i % len(mine)], i)
+            latencies.append(time.perf_counter() - t0)
+            i += 1
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(task(m) for m in cids))
+    return len(latencies) / (time.perf_counter() - t0), pct(latencies, 99)
+
+
+def bench_append(env: Env, rounds: int) -> dict[str, float]:
     cid = f"bench-{uuid.uuid4().hex[:8]}"
-    store.create_conversation(cid)
+    env.store.create_conversation(cid)
     ref = StateRef.conversation(cid)
-    with psycopg.connect(dsn) as floor:
-        # A regular (logged) table: a temporary one would skip the WAL flush that every durable commit pays.
-        floor.execute(
-            psycopg.sql.SQL("CREATE TABLE {}.floor_events (id bigserial PRIMARY KEY, payload jsonb)").format(
-                psycopg.sql.Identifier(store.schema)
-            )
-        )
-        floor.commit()
-        insert = psycopg.sql.SQL("INSERT INTO {}.floor_events (payload) VALUES (%s::jsonb)").format(
-            psycopg.sql.Identifier(store.schema)
-        )
-        ours: list[float] = []
-        raw: list[float] = []
-        payload = {"role": "customer", "text": "meu@email.com", "channel": "whatsapp"}
-        text = json.dumps(payload)
+    insert = sql.SQL("INSERT INTO {}.floor_events (payload) VALUES (%s::jsonb)").format(env.naive.schema_id)
+    ours_s: list[float] = []
+    raw: list[float] = []
+    payload = {"role": "customer", "text": "meu@email.com", "channel": "whatsapp"}
+    text = json.dumps(payload)
+    with psycopg.connect(env.dsn, autocommit=True) as floor:
         for i in range(rounds):
             t0 = time.perf_counter()
-            store.append_events(cid, [NewEvent(payload)], expected_seq=i, state_patches=[(ref, {"turn": i})])
+            env.store.append_events(cid, [NewEvent(payload)], expected_seq=i, state_patches=[(ref, {"turn": i})])
             t1 = time.perf_counter()
             floor.execute(insert, (text,))
-            floor.commit()
             t2 = time.perf_counter()
-            ours.append(t1 - t0)
+            ours_s.append(t1 - t0)
             raw.append(t2 - t1)
-    store.delete_conversation(cid)
-    return {"ours_ms": median_ms(ours), "floor_ms": median_ms(raw), "ratio": median_ms(ours) / median_ms(raw)}
+    return {"ours_ms": ms(ours_s), "floor_ms": ms(raw), "ratio": ms(ours_s) / ms(raw)}
 
 
-def bench_history(store: StateStore, dsn: str, rounds: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    cids = {}
-    for size in (10, 1_000, 10_000):
-        cid = f"hist-{size}-{uuid.uuid4().hex[:6]}"
-        store.create_conversation(cid)
-        for start in range(0, size, 500):
-            store.append_events(
-                cid, [NewEvent({"n": n, "text": "x" * 80}) for n in range(start, min(size, start + 500))]
-            )
-        cids[size] = cid
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(psycopg.sql.SQL("ANALYZE {}.events").format(psycopg.sql.Identifier(store.schema)))
+def bench_history(env: Env, rounds: int) -> dict[str, float]:
+    cids = {size: ours_create(env.store, size) for size in (10, 1_000, 10_000)}
+    with psycopg.connect(env.dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("ANALYZE {}.events").format(sql.Identifier(env.ours_schema)))
     samples: dict[int, list[float]] = {size: [] for size in cids}
     for _ in range(rounds):
-        for size, cid in cids.items():  # interleaved
+        for size, cid in cids.items():
             t0 = time.perf_counter()
-            events = store.list_events(cid, limit=20)
+            events = env.store.list_events(cid, limit=20)
             samples[size].append(time.perf_counter() - t0)
             assert len(events) == min(20, size)
-    for size, cid in cids.items():
-        out[f"last20_at_{size}_ms"] = median_ms(samples[size])
-        store.delete_conversation(cid)
+    out = {f"last20_at_{size}_ms": ms(v) for size, v in samples.items()}
     out["ratio_10000_vs_10"] = out["last20_at_10000_ms"] / out["last20_at_10_ms"]
     return out
+
+
+class Env:
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        suffix = uuid.uuid4().hex[:8]
+        self.ours_schema, self.naive_schema = f"bench_ours_{suffix}", f"bench_naive_{suffix}"
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.naive_schema)))
+            conn.execute(NAIVE_DDL.replace("{s}", f'"{self.naive_schema}"'))
+        self.naive = Naive(self.naive_schema)
+        self.store = StateStore(dsn, schema=self.ours_schema)
+        self.store.setup()
+        self.conn = psycopg.connect(dsn)
+
+    def close(self) -> None:
+        self.conn.close()
+        self.store.close()
+        with psycopg.connect(self.dsn, autocommit=True) as conn:
+            for schema in (self.ours_schema, self.naive_schema):
+                conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+def one_run(dsn: str, only: set[str], quick: bool) -> dict[str, Any]:
+    rounds = 200 if quick else 1000
+    env = Env(dsn)
+    out: dict[str, Any] = {"load_before": os.getloadavg()[0]}
+    try:
+        if "latency" in only:
+            out["latency"] = bench_latency(env, rounds // 2)
+        if only & {"floor", "cpu"}:
+            out.update(bench_floor_and_cpu(env, rounds))
+        if "throughput" in only:
+            out["throughput"] = bench_throughput(env, 1.0 if quick else 5.0)
+        if "append" in only:
+            out["append"] = bench_append(env, rounds)
+        if "history" in only:
+            out["history"] = bench_history(env, rounds // 2)
+    finally:
+        env.close()
+    out["load_after"] = os.getloadavg()[0]
+    return out
+
+
+def median_of(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The per-key median over runs, for every numeric leaf."""
+    first = runs[0]
+    out: dict[str, Any] = {}
+    for key, value in first.items():
+        if isinstance(value, dict):
+            out[key] = median_of([r[key] for r in runs])
+        else:
+            out[key] = statistics.median(r[key] for r in runs)
+    return out
+
+
+def report(m: dict[str, Any], runs: list[dict[str, Any]]) -> None:
+    def verdict(ok: bool) -> str:
+        return "PASS" if ok else "FAIL"
+
+    def each(path: list[str]) -> str:
+        vals = []
+        for r in runs:
+            v: Any = r
+            for p in path:
+                v = v[p]
+            vals.append(f"{v:.2f}")
+        return ", ".join(vals)
+
+    if "latency" in m:
+        print("turn time, ours / naive (target <= 0.6x):")
+        for key, v in m["latency"].items():
+            print(
+                f"  {key:<11} ours {v['ours_ms']:7.3f} ms  naive {v['naive_ms']:7.3f} ms  ratio {v['ratio']:.2f}x"
+                f"  (runs: {each(['latency', key, 'ratio'])})  {verdict(v['ratio'] <= 0.6)}"
+            )
+    if "floor" in m:
+        v = m["floor"]
+        print(
+            f"turn / raw INSERT in autocommit (target <= 2.2x): ours {v['ours_ms']:.3f} ms, floor "
+            f"{v['floor_ms']:.3f} ms, {v['ratio']:.2f}x (runs: {each(['floor', 'ratio'])})"
+            f"  {verdict(v['ratio'] <= 2.2)}"
+        )
+    if "cpu" in m:
+        v = m["cpu"]
+        print(
+            f"client CPU per turn: ours {v['ours_ms']:.3f} ms, naive {v['naive_ms']:.3f} ms, "
+            f"raw INSERT {v['floor_ms']:.3f} ms"
+        )
+    if "throughput" in m:
+        print("throughput from one process, ours / naive (target >= 1.5x, p99 no worse):")
+        for key, v in m["throughput"].items():
+            if key == "flat":
+                print(
+                    f"  history 10 vs 10,000 messages: {v['tps_at_10']:.0f} vs {v['tps_at_10000']:.0f} turns/s, "
+                    f"{v['ratio_10_vs_10000']:.2f}x (runs: {each(['throughput', 'flat', 'ratio_10_vs_10000'])})"
+                )
+                continue
+            ok = v["ratio"] >= 1.5 and v["ours_p99_ms"] <= v["naive_p99_ms"]
+            print(
+                f"  {key:<6} ours {v['ours_tps']:7.0f}/s p99 {v['ours_p99_ms']:7.2f} ms"
+                f"   naive {v['naive_tps']:7.0f}/s "
+                f"p99 {v['naive_p99_ms']:7.2f} ms   {v['ratio']:.2f}x (runs: {each(['throughput', key, 'ratio'])})"
+                f"  {verdict(ok)}"
+            )
+    if "append" in m:
+        v = m["append"]
+        print(
+            f"append + state patch, one statement / raw INSERT (target <= 1.5x): {v['ours_ms']:.3f} / "
+            f"{v['floor_ms']:.3f} ms, {v['ratio']:.2f}x  {verdict(v['ratio'] <= 1.5)}"
+        )
+    if "history" in m:
+        v = m["history"]
+        print(
+            f"last 20 messages at 10 / 1,000 / 10,000 of history: {v['last20_at_10_ms']:.3f} / "
+            f"{v['last20_at_1000_ms']:.3f} / {v['last20_at_10000_ms']:.3f} ms, 10,000 vs 10: "
+            f"{v['ratio_10000_vs_10']:.2f}x  {verdict(v['ratio_10000_vs_10'] <= 1.3)}"
+        )
 
 
 def main() -> None:
@@ -93,27 +517,21 @@ def main() -> None:
     parser.add_argument(
         "--dsn", default=os.environ.get("PGAGENTSTATE_BENCH_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
     )
-    parser.add_argument("--rounds", type=int, default=2000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--only", default="latency,floor,cpu,throughput,append,history")
+    parser.add_argument("--quick", action="store_true", help="fewer rounds, 1 s throughput slices (development)")
     args = parser.parse_args()
-    schema = f"bench_{uuid.uuid4().hex[:8]}"
-    with StateStore(args.dsn, schema=schema, max_size=2) as store:
-        store.setup()
-        try:
-            commit = bench_commit(store, args.dsn, args.rounds)
-            history = bench_history(store, args.dsn, args.rounds // 2)
-        finally:
-            with psycopg.connect(args.dsn, autocommit=True) as conn:
-                conn.execute(psycopg.sql.SQL("DROP SCHEMA {} CASCADE").format(psycopg.sql.Identifier(schema)))
+    only = set(args.only.split(","))
+    runs = []
+    for k in range(args.runs):
+        run = one_run(args.dsn, only, args.quick)
+        print(json.dumps({"run": k + 1, **run}), flush=True)
+        runs.append(run)
     print(
-        f"append + state CAS, one transaction: {commit['ours_ms']:.3f} ms; raw INSERT+COMMIT floor: "
-        f"{commit['floor_ms']:.3f} ms; ratio {commit['ratio']:.2f}x (target <= 1.5x)"
+        f"\nmedians of {len(runs)} runs (1-minute load average {runs[0]['load_before']:.2f} at the start, "
+        f"{runs[-1]['load_after']:.2f} at the end):"
     )
-    print(
-        f"last 20 messages at 10 / 1,000 / 10,000 of history: {history['last20_at_10_ms']:.3f} / "
-        f"{history['last20_at_1000_ms']:.3f} / {history['last20_at_10000_ms']:.3f} ms; "
-        f"10,000 vs 10: {history['ratio_10000_vs_10']:.2f}x (target <= 1.3x)"
-    )
-    print(json.dumps({"commit": commit, "history": history}))
+    report(median_of(runs), runs)
 
 
 if __name__ == "__main__":

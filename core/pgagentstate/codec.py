@@ -228,6 +228,11 @@ def decode_text(text: str | bytes) -> Any:
     return value
 
 
+def has_escapes(text: str) -> bool:
+    """True when JSON text read from the database holds storage escapes (see :func:`decode_text`)."""
+    return _ESC in text
+
+
 def storage_text_to_json(text: str) -> str:
     """JSON text as the caller wrote it, from stored text (for callers that parse JSON themselves)."""
     return json.dumps(decode_text(text), ensure_ascii=False) if _ESC in text else text

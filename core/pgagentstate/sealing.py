@@ -55,6 +55,22 @@ def unseal(cipher: Cipher | None, text: str, where: str, *, raw: bool = False) -
     return storage_text_to_json(text) if raw else unescape(stored)
 
 
+def unseal_parsed(cipher: Cipher | None, stored: Any, where: str, *, escaped: bool) -> Any:
+    """:func:`unseal` for a value already parsed out of a larger JSON text (many values, one parse);
+    ``escaped``: that text holds storage escapes (:func:`~pgagentstate.codec.has_escapes`)."""
+    if cipher is None:
+        if not escaped:  # an envelope starts with the escape character, so without one there is none
+            return stored
+        if isinstance(stored, str) and stored.startswith(MARKER):
+            raise _no_keys()
+        return unescape(stored)
+    if is_envelope(stored):
+        return decode_text(cipher.open(stored, where))
+    if cipher.required:
+        raise _plaintext_rejected()
+    return unescape(stored) if escaped else stored
+
+
 def seal_doc(cipher: Cipher | None, data: Mapping[str, Any], limits: Limits, where: str, *, path: str) -> str:
     """JSON text of a document, sealed key by key when there is a cipher."""
     text = encode(dict(data), limits, path=path)  # validates the whole document and its size

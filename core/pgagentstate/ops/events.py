@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..codec import as_stored, check_id, check_text
+from ..codec import as_stored, check_id, check_text, has_escapes
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
-from ..sealing import ad, seal, seal_doc, unseal
+from ..sealing import ad, seal, seal_doc, unseal, unseal_parsed
 from ..validation import check_patch
 from .base import Ctx, Op, Row, Stmt, Tx, iso, json_rows, json_str, many, one
 from .state import check_ref, doc_ad
@@ -23,6 +24,20 @@ def event_from_row(ctx: Ctx, row: Row, decode: bool = True) -> Event:
     return Event(row[0], row[1], row[2], row[3], row[4], payload, row[6])
 
 
+def events_from_json(ctx: Ctx, conversation_id: str, text: str | None) -> list[Event]:
+    """Events from one JSON array of ``[seq, event_id, kind, author, payload, created_at]`` (turn_load)."""
+    if text is None:
+        return []
+    cipher, escaped, fromiso = ctx.cipher, has_escapes(text), datetime.fromisoformat
+    out = []
+    for seq, event_id, kind, author, stored, created_at in json.loads(text):
+        payload = stored
+        if cipher is not None or escaped:
+            payload = unseal_parsed(cipher, stored, ad(ctx.tenant, "event", conversation_id, event_id), escaped=escaped)
+        out.append(Event(conversation_id, seq, event_id, kind, author, payload, fromiso(created_at)))
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class PreparedAppend:
     """A validated append: the statement, and what is needed to build the events it returns."""
@@ -31,12 +46,38 @@ class PreparedAppend:
     ids: list[str]
     events: Sequence[NewEvent]
     payloads: list[Any]  # as stored (after the store's sanitiser, if any)
+    rows: list[str]  # one JSON array per event: [event_id, kind, author, payload as stored, created_at]
 
     def first_try(self) -> Stmt:
         """The cheaper statement that appends new event ids (a stored one makes it fail with
         AlreadyExists), without the patch CTEs when there is no state patch."""
         name = "events_append_fast" if self.stmt.params["patches"] else "events_append_plain"
         return Stmt(name, {**self.stmt.params, "n": len(self.ids)})
+
+    def without(self, stored: Mapping[str, Any]) -> PreparedAppend | None:
+        """The same append minus the event ids in ``stored``; None when nothing is left."""
+        keep = [i for i, event_id in enumerate(self.ids) if event_id not in stored]
+        if not keep:
+            return None
+        rows = [self.rows[i] for i in keep]
+        return PreparedAppend(
+            Stmt(self.stmt.name, {**self.stmt.params, "events": _array(rows)}),
+            [self.ids[i] for i in keep],
+            [self.events[i] for i in keep],
+            [self.payloads[i] for i in keep],
+            rows,
+        )
+
+
+def _array(rows: Sequence[str]) -> str | None:
+    return "[" + ",".join(rows) + "]" if rows else None
+
+
+def rows_params(prepared: PreparedAppend | None) -> dict[str, Any]:
+    """The ``events`` and ``n`` parameters of a statement that appends ``prepared`` (nothing when None)."""
+    if prepared is None:
+        return {"events": None, "n": 0}
+    return {"events": prepared.stmt.params["events"], "n": len(prepared.ids)}
 
 
 def prepare_append(
@@ -51,17 +92,22 @@ def prepare_append(
     check_id(conversation_id, "conversation_id", lim)
     ids: list[str] = []
     values: list[Any] = []
-    payloads: list[str] = []
+    rows: list[str] = []
     for i, ev in enumerate(events):
         if not isinstance(ev, NewEvent):
             raise InvalidInput(f"events[{i}] must be a NewEvent, not {type(ev).__name__}", path=f"events[{i}]")
-        ids.append(check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex)
+        event_id = check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
-        where = ad(ctx.tenant, "event", conversation_id, ids[-1])
+        where = ad(ctx.tenant, "event", conversation_id, event_id)
         payload = as_stored(ev.payload) if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
+        sealed = seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload")
+        ids.append(event_id)
         values.append(payload)
-        payloads.append(seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload"))
+        # Rows of JSON text built by hand: the payload is JSON text already (sealed or not).
+        rows.append(
+            f"[{json_str(event_id)},{json_str(ev.kind)},{json_str(ev.author)},{sealed},{json_str(iso(ev.created_at))}]"
+        )
     if len(set(ids)) != len(ids):
         raise InvalidInput("the same event_id appears twice in one batch", path="events")
     refs: list[StateRef] = []
@@ -79,15 +125,11 @@ def prepare_append(
         datas.append(seal_doc(ctx.cipher, data, lim, doc_ad(ctx, ref), path=f"state_patches[{i}]"))
     if len(set(refs)) != len(refs):
         raise InvalidInput("the same state document is patched twice in one append", path="state_patches")
-    # Rows of JSON text built by hand: the payloads and patches are JSON text already (sealed or not).
     stmt = Stmt(
         "events_append",
         {
             "conversation_id": conversation_id,
-            "events": json_rows(
-                (json_str(i), json_str(e.kind), json_str(e.author), p, json_str(iso(e.created_at)))
-                for i, e, p in zip(ids, events, payloads, strict=True)
-            ),
+            "events": _array(rows),
             "expected_seq": expected_seq,
             "patches": json_rows(
                 (json_str(r.scope), json_str(r.app_name), json_str(r.subject), json_str(r.name), d)
@@ -95,7 +137,27 @@ def prepare_append(
             ),
         },
     )
-    return PreparedAppend(stmt, ids, events, values)
+    return PreparedAppend(stmt, ids, events, values, rows)
+
+
+def stored(ctx: Ctx, conversation_id: str, event_ids: Sequence[str]) -> Op[list[Event]]:
+    """The events of ``event_ids`` that are stored already."""
+    rows = yield from many("events_by_id", conversation_id=conversation_id, event_ids=list(event_ids))
+    return [event_from_row(ctx, r) for r in rows]
+
+
+def appended(
+    conversation_id: str, prepared: PreparedAppend, rows: Sequence[Row], stored: Mapping[str, Event]
+) -> list[Event]:
+    """The events of ``prepared`` in its order: the ones just inserted (``rows`` of seq, event_id,
+    created_at) and the ones found ``stored`` before."""
+    by_id = dict(stored)
+    position = {event_id: i for i, event_id in enumerate(prepared.ids)}
+    for seq, event_id, created_at in rows:
+        i = position[event_id]
+        ev = prepared.events[i]
+        by_id[event_id] = Event(conversation_id, seq, event_id, ev.kind, ev.author, prepared.payloads[i], created_at)
+    return [by_id[i] for i in prepared.ids]
 
 
 def append(

@@ -91,21 +91,29 @@ def write_stmt(
         check_id(key, "delete", ctx.limits)
     if expected_version is not None and expected_version < 0:
         raise InvalidInput("expected_version must be >= 0", path="expected_version")
-    if ref.name in ctx.schemas:
-        if replace:
-            data = check_document(ctx.schemas, ref.name, data or {}, stored=False)
-        else:
+    if replace:
+        sealed = put_data(ctx, ref, data or {})
+    else:
+        if ref.name in ctx.schemas:
             data = check_patch(ctx.schemas, ref.name, data or {})
             if any(key in data for key in removed):  # a removed key must still leave a valid document
                 raise InvalidInput("a key cannot be set and deleted in one patch", path="delete")
+        sealed = seal_doc(ctx.cipher, data or {}, ctx.limits, doc_ad(ctx, ref), path="data")
     params = {
         **ref_params(ref),
-        "data": seal_doc(ctx.cipher, data or {}, ctx.limits, doc_ad(ctx, ref), path="data"),
+        "data": sealed,
         "delete": removed,
         "replace": replace,
         "expected_version": expected_version,
     }
     return Stmt("state_cas" if expected_version else "state_upsert", params, "one")
+
+
+def put_data(ctx: Ctx, ref: StateRef, data: Mapping[str, Any]) -> str:
+    """The stored text of a whole document ``data`` for ``ref`` (validated against its schema, sealed)."""
+    if ref.name in ctx.schemas:
+        data = check_document(ctx.schemas, ref.name, data, stored=False)
+    return seal_doc(ctx.cipher, data, ctx.limits, doc_ad(ctx, ref), path="data")
 
 
 def write(

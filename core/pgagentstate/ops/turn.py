@@ -1,8 +1,8 @@
-"""The seed's "load state -> process -> save state" as one unit of work.
+"""The seed's "load state -> process -> save state" as one unit of work, in two round trips.
 
-Loading is one round trip (conversation, its newest events, its state document). Saving is one
-pipelined transaction: a version check that locks the conversation, the new events, the state
-compare-and-swap and the status change — all of it commits, or none of it does.
+Loading is one statement (the conversation, its newest events, its state document). Saving is one
+statement too, its commit included: the version check that locks the conversation, the new events, the
+state compare-and-swap and the status change — all of it commits, or none of it does.
 """
 
 from __future__ import annotations
@@ -13,10 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import check_id
-from ..errors import InvalidInput, NotFound, VersionConflict
+from ..errors import AlreadyExists, InvalidInput, NotFound
 from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
 from . import conversations, events, state
-from .base import Ctx, Op, Stmt, Tx
+from .base import Ctx, Op, Stmt, Tx, one
 
 
 def load_conversation(
@@ -77,13 +77,33 @@ class Loaded:
 
 
 def load(
-    ctx: Ctx, conversation_id: str, *, recent: int, state_name: str, create: Mapping[str, Any] | None
+    ctx: Ctx, conversation_id: str, *, recent: int | None, state_name: str, create: Mapping[str, Any] | None
 ) -> Op[Loaded]:
-    ref = StateRef.conversation(conversation_id, state_name)
-    found = yield from load_conversation(ctx, conversation_id, limit=recent, states=[ref], create=create)
-    if found.conversation is None:
+    """What a turn starts from: the conversation, its newest ``recent`` events and its state document,
+    in one statement. The one place a turn reads: a cache in front of Postgres belongs here.
+
+    ``create``: the fields of a conversation to create when there is none (a second round trip, on the
+    conversation's first turn only)."""
+    ref = state.check_ref(ctx, StateRef.conversation(conversation_id, state_name))
+    if recent is not None and recent < 0:
+        raise InvalidInput("recent must not be negative", path="recent")
+    stmt = Stmt("turn_load", {"id": conversation_id, "limit": recent, "state_name": state_name}, "one")
+    (row,) = yield Tx((stmt,))
+    if row is None and create is not None:
+        created = yield from one("conversation_create", **conversations.create_params(ctx, conversation_id, **create))
+        if created is not None:
+            return Loaded(conversations.conversation_from_row(ctx, created), [], None)
+        (row,) = yield Tx((stmt,))  # created by someone else meanwhile
+    if row is None:
         raise NotFound(f"conversation {conversation_id!r} does not exist")
-    return Loaded(conversation=found.conversation, events=found.events, state=found.states[0])
+    doc = None
+    if row[12] is not None:
+        doc = state.doc_from_row(ctx, (ref.scope, ref.app_name, ref.subject, ref.name, row[12], row[13], row[14]))
+    return Loaded(
+        conversation=conversations.conversation_from_row(ctx, row),
+        events=events.events_from_json(ctx, conversation_id, row[15]),
+        state=doc,
+    )
 
 
 def commit(
@@ -95,34 +115,39 @@ def commit(
     new_state: Mapping[str, Any] | None,
     status: str | None,
 ) -> Op[list[Event]]:
-    """Save what the turn produced; VersionConflict if the conversation changed since ``load``."""
+    """Save what the turn produced, in one statement; VersionConflict if the conversation changed since
+    ``load``. Event ids stored already (a retried turn) are not appended again: the turn returns them."""
     conv = loaded.conversation
-    stmts = [Stmt("turn_check", {"id": conv.id, "expected_version": conv.version}, "none")]
-    prepared = None
-    if new_events:
-        prepared = events.prepare_append(ctx, conv.id, new_events, None)
-        stmts.append(prepared.stmt)
+    prepared = events.prepare_append(ctx, conv.id, new_events, None) if new_events else None
+    params: dict[str, Any] = {
+        "id": conv.id,
+        "expected_version": conv.version,
+        "status": None if status is None or status == conv.status else conversations.check_status(status),
+        "state_name": state_name,
+        "state": None,
+        "state_version": loaded.state.version if loaded.state else 0,
+    }
     if new_state is not None:
-        ref = StateRef.conversation(conv.id, state_name)
-        expected = loaded.state.version if loaded.state else 0
-        stmts.append(state.write_stmt(ctx, ref, new_state, (), replace=True, expected_version=expected))
-    if status is not None and status != conv.status:
-        stmts.append(
-            Stmt(
-                "conversation_update",
-                {
-                    "id": conv.id,
-                    "status": conversations.check_status(status),
-                    "metadata": None,
-                    "expected_version": None,
-                },
-                "one",
-            )
-        )
-    results = yield Tx(tuple(stmts))
+        params["state"] = state.put_data(ctx, StateRef.conversation(conv.id, state_name), new_state)
+    stored: dict[str, Event] = {}
+    fresh = prepared
+    while True:
+        if fresh is None and params["state"] is None and params["status"] is None:
+            yield Tx((Stmt("turn_check", {"id": conv.id, "expected_version": conv.version}, "none"),))
+            rows = []
+            break
+        try:
+            (rows,) = yield Tx((Stmt("turn_save", {**params, **events.rows_params(fresh)}),))
+            break
+        except AlreadyExists:
+            if prepared is None or stored:
+                raise
+            # A retried turn re-sends events stored by its first attempt: keep those, append the rest.
+            found = yield from events.stored(ctx, conv.id, prepared.ids)
+            if not found:
+                raise
+            stored = {e.event_id: e for e in found}
+            fresh = prepared.without(stored)
     if prepared is None:
         return []
-    appended = yield from events.complete_append(ctx, conv.id, prepared, results[1], None)
-    if appended is None:  # pragma: no cover - the version check above holds the conversation's lock
-        raise VersionConflict(conv.version, None, what=f"conversation {conv.id!r} version")
-    return appended
+    return events.appended(conv.id, prepared, rows, stored)
