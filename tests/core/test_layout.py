@@ -24,23 +24,28 @@ OVER_BUDGET = {"ops/snapshots.py": 750}
 GENERATED = {"sync.py"}
 
 
-def modules() -> dict[str, tuple[Path, bool]]:
-    """Every module of the installed package: dotted name -> (file, is a package)."""
+def modules(roots: tuple[tuple[Path, list[str]], ...]) -> dict[str, tuple[Path, bool]]:
+    """Every module below each root folder, named with the root's prefix: dotted name -> (file, is a package)."""
     out: dict[str, tuple[Path, bool]] = {}
-    for half in HALVES:
-        for path in half.rglob("*.py"):
-            parts = ["pgagentstate", *path.relative_to(half).with_suffix("").parts]
+    for root, prefix in roots:
+        for path in root.rglob("*.py"):
+            parts = [*prefix, *path.relative_to(root).with_suffix("").parts]
             is_pkg = parts[-1] == "__init__"
             out[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
     return out
 
 
-MODULES = modules()
+MODULES = modules(tuple((half, ["pgagentstate"]) for half in HALVES))
+# The example application, as its scripts see it (examples/ on sys.path: ``refund.*`` and ``<framework>_agent``).
+EXAMPLES = modules(((ROOT / "examples", []),))
 
 
-def imported(name: str, path: Path, is_pkg: bool) -> tuple[set[str], set[str]]:
-    """(modules of the package it imports, top-level names of everything else it imports), anywhere in the file:
+def imported(
+    name: str, path: Path, is_pkg: bool, known: dict[str, tuple[Path, bool]] = MODULES
+) -> tuple[set[str], set[str]]:
+    """(modules of ``known`` it imports, top-level names of everything else it imports), anywhere in the file:
     a function-level import is still an import."""
+    tops = {k.split(".")[0] for k in known}
     ours: set[str] = set()
     others: set[str] = set()
     package = name.split(".") if is_pkg else name.split(".")[:-1]
@@ -53,14 +58,14 @@ def imported(name: str, path: Path, is_pkg: bool) -> tuple[set[str], set[str]]:
         else:
             continue
         for module, member in targets:
-            if not module.startswith("pgagentstate"):
+            if module.split(".")[0] not in tops:
                 top = module.split(".")
                 others.add(".".join(top[:2]) if top[0] == "google" else top[0])  # google.adk, google.genai
                 continue
-            if member and f"{module}.{member}" in MODULES:
+            if member and f"{module}.{member}" in known:
                 ours.add(f"{module}.{member}")
                 continue
-            while module not in MODULES and "." in module:
+            while module not in known and "." in module:
                 module = module.rsplit(".", 1)[0]
             ours.add(module)
     return ours, others
@@ -126,6 +131,17 @@ def test_the_graph_is_read() -> None:
 
 def test_no_import_circle() -> None:
     assert cycles({name: ours for name, (ours, _) in GRAPH.items()}) == []
+
+
+def test_no_import_circle_in_the_examples() -> None:
+    graph = {name: imported(name, path, is_pkg, EXAMPLES)[0] for name, (path, is_pkg) in EXAMPLES.items()}
+    assert {"refund.workflow", "refund.agents"} <= graph["langgraph_agent"]  # the graph is read
+    assert cycles(graph) == []
+
+
+def test_the_library_never_imports_the_examples() -> None:
+    tops = {name.split(".")[0] for name in EXAMPLES}
+    assert {name: others & tops for name, (_, others) in GRAPH.items() if others & tops} == {}
 
 
 def test_imports_go_down_the_layers() -> None:
