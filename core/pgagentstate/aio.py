@@ -13,6 +13,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
@@ -22,6 +23,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import AsyncConnection
 from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
@@ -62,6 +64,8 @@ IDLE, INTRANS, INERROR = TransactionStatus.IDLE, TransactionStatus.INTRANS, Tran
 _BEGIN = b"BEGIN"
 _BEGIN_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _COMMIT = b"COMMIT"
+
+_cursors: weakref.WeakKeyDictionary[AsyncConnection[Any], psycopg.AsyncCursor[Any]] = weakref.WeakKeyDictionary()
 
 _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
 
@@ -388,14 +392,24 @@ class AsyncStateStore:
             return [await _fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
         return [await self._one(conn, s) for s in stmts]
 
-    async def _send(self, conn: AsyncConnection[Any], stmt: Stmt) -> psycopg.AsyncCursor[Any]:
+    async def _send(
+        self, conn: AsyncConnection[Any], stmt: Stmt, cur: psycopg.AsyncCursor[Any] | None = None
+    ) -> psycopg.AsyncCursor[Any]:
+        """Execute ``stmt`` on ``cur`` (a new cursor when None: each statement of a pipeline needs its own)."""
+        if cur is None:
+            cur = conn.cursor(row_factory=tuple_row)
         if stmt.script is not None:
-            return await conn.execute(with_schema(stmt.script, self._schema))
+            return await cur.execute(with_schema(stmt.script, self._schema))
         params = {"tenant": self._tenant, **stmt.params}
-        return await conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
+        return await cur.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
 
     async def _one(self, conn: AsyncConnection[Any], stmt: Stmt) -> Any:
-        return await _fetch(await self._send(conn, stmt), stmt)
+        # One cursor per connection for statements run one at a time: a cursor per statement costs ~20
+        # Python calls, a third of psycopg's client time for a small statement (42 vs 80 us measured).
+        cur = _cursors.get(conn)
+        if cur is None:
+            cur = _cursors[conn] = conn.cursor(row_factory=tuple_row)
+        return await _fetch(await self._send(conn, stmt, cur), stmt)
 
     # --- schema --------------------------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import inspect
 import json
 import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
@@ -21,6 +22,7 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
+from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
@@ -61,6 +63,8 @@ IDLE, INTRANS, INERROR = TransactionStatus.IDLE, TransactionStatus.INTRANS, Tran
 _BEGIN = b"BEGIN"
 _BEGIN_SNAPSHOT = b"BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _COMMIT = b"COMMIT"
+
+_cursors: weakref.WeakKeyDictionary[Connection[Any], psycopg.Cursor[Any]] = weakref.WeakKeyDictionary()
 
 _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
 
@@ -387,14 +391,22 @@ class StateStore:
             return [_fetch(c, s) for c, s in zip(cursors, stmts, strict=True)]
         return [self._one(conn, s) for s in stmts]
 
-    def _send(self, conn: Connection[Any], stmt: Stmt) -> psycopg.Cursor[Any]:
+    def _send(self, conn: Connection[Any], stmt: Stmt, cur: psycopg.Cursor[Any] | None = None) -> psycopg.Cursor[Any]:
+        """Execute ``stmt`` on ``cur`` (a new cursor when None: each statement of a pipeline needs its own)."""
+        if cur is None:
+            cur = conn.cursor(row_factory=tuple_row)
         if stmt.script is not None:
-            return conn.execute(with_schema(stmt.script, self._schema))
+            return cur.execute(with_schema(stmt.script, self._schema))
         params = {"tenant": self._tenant, **stmt.params}
-        return conn.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
+        return cur.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
 
     def _one(self, conn: Connection[Any], stmt: Stmt) -> Any:
-        return _fetch(self._send(conn, stmt), stmt)
+        # One cursor per connection for statements run one at a time: a cursor per statement costs ~20
+        # Python calls, a third of psycopg's client time for a small statement (42 vs 80 us measured).
+        cur = _cursors.get(conn)
+        if cur is None:
+            cur = _cursors[conn] = conn.cursor(row_factory=tuple_row)
+        return _fetch(self._send(conn, stmt, cur), stmt)
 
     # --- schema --------------------------------------------------------------------------------------
 

@@ -99,7 +99,7 @@ def prepare_append(
         event_id = check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
-        where = ad(ctx.tenant, "event", conversation_id, event_id)
+        where = ad(ctx.tenant, "event", conversation_id, event_id) if ctx.cipher is not None else ""
         payload = as_stored(ev.payload) if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
         sealed = seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload")
         ids.append(event_id)
