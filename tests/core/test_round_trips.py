@@ -184,3 +184,16 @@ def test_python_failing_between_two_statements_commits_neither(dsn: str, schema:
             store.run(create_then_fail())
         assert conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
         assert store.get_conversation("half") is None
+
+
+def test_a_connection_passed_in_with_another_row_factory_still_works(dsn: str, schema: str) -> None:
+    from psycopg.rows import dict_row
+
+    with psycopg.connect(dsn, autocommit=True, row_factory=dict_row) as conn:
+        store = StateStore(conn, schema=schema)
+        with store.turn("c1", create=True) as turn:
+            turn.append({"text": "oi"})
+            turn.state["n"] = 1
+        assert [e.payload for e in store.list_events("c1")] == [{"text": "oi"}]
+        assert store.pop_event("c1") is not None  # a pipelined transaction
+        assert conn.execute("SELECT 1 AS one").fetchone() == {"one": 1}  # the caller's factory untouched
