@@ -33,6 +33,7 @@ WORDS = [
     ("__aenter__", "__enter__"),
     ("__aexit__", "__exit__"),
     ("aclose", "close"),
+    ("aexecute", "execute"),  # RedisTier: the async and sync calls of the Redis tier
 ]
 SUBS = [
     (re.compile(r"\basync def "), "def "),

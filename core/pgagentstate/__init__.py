@@ -36,6 +36,7 @@ from .models import (
     StateRef,
     Step,
 )
+from .redis_tier import RedisTier
 from .sync import StateStore, Turn
 
 __all__ = [
@@ -64,6 +65,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "PgAgentStateError",
+    "RedisTier",
     "SchemaError",
     "StateDoc",
     "StateRef",

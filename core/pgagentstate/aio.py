@@ -41,6 +41,7 @@ from .models import (
     StateRef,
     Step,
 )
+from .ops import context_cache
 from .ops import conversations as conv_ops
 from .ops import events as event_ops
 from .ops import ledger as ledger_ops
@@ -52,8 +53,9 @@ from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
-from .ops.base import Call, Ctx, Op, Sleep, Stmt, Tx
+from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx
 from .queries import query, with_schema
+from .redis_tier import RedisTier
 from .sanitize import Sanitizer
 from .telemetry import Telemetry
 from .validation import StateSchema
@@ -151,6 +153,11 @@ async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
     return None
 
 
+def _conversation_of(ref: StateRef) -> str | None:
+    """The conversation whose cached context a write of ``ref`` changes."""
+    return ref.subject if ref.scope == "conversation" else None
+
+
 class AsyncStateStore:
     """Durable agent state on Postgres: conversations, event log, versioned state, workflow steps,
     idempotent side effects, long-term memory and scratch_ops.
@@ -167,6 +174,9 @@ class AsyncStateStore:
     (:class:`~pgagentstate.crypto.Encryption`) encrypts user content at rest with AES-256-GCM.
     ``state_schemas`` maps state document names to schemas (:mod:`pgagentstate.validation`) that every
     write and read of those documents must fit; ``sanitizer`` cleans the text of appended events.
+    ``cache`` (:class:`~pgagentstate.redis_tier.RedisTier`, ``pip install 'pgagentstate[redis]'``) serves
+    a turn's load from Redis and, with ``scratchpad=True``, keeps the scratchpad there; Postgres stays the
+    truth (every write is version-checked there) and takes over whenever Redis fails.
     """
 
     def __init__(
@@ -184,6 +194,7 @@ class AsyncStateStore:
         encryption: Encryption | None = None,
         state_schemas: Mapping[str, StateSchema] | None = None,
         sanitizer: Sanitizer | None = None,
+        cache: RedisTier | None = None,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
@@ -200,12 +211,15 @@ class AsyncStateStore:
         )
         self._cipher = Cipher(encryption) if encryption is not None else None
         self._telemetry = Telemetry()
+        self._tier = cache
         self._ctx = Ctx(
             tenant=self._tenant,
             limits=self._limits,
             cipher=self._cipher,
             schemas=dict(state_schemas or {}),
             sanitizer=sanitizer,
+            cache=None if cache is None else cache.keys(self._cipher),
+            scratch_in_redis=cache is not None and cache.scratchpad,
         )
 
     @classmethod
@@ -242,9 +256,18 @@ class AsyncStateStore:
         clone._ctx = dataclasses.replace(self._ctx, tenant=clone._tenant)
         return clone
 
+    @property
+    def cache(self) -> RedisTier | None:
+        """The Redis tier, if the store has one."""
+        return self._tier
+
     def stats(self) -> dict[str, Any]:
-        """Operation counts, conflicts, retries and errors of this process's store (and its tenant clones)."""
-        return self._telemetry.snapshot()
+        """Operation counts, conflicts, retries and errors of this process's store (and its tenant clones);
+        with a Redis tier, ``cache``: its state and counters (:meth:`RedisTier.status`)."""
+        out = self._telemetry.snapshot()
+        if self._tier is not None:
+            out["cache"] = dataclasses.asdict(self._tier.status())
+        return out
 
     async def close(self) -> None:
         """Close the pool if the store created it (a pool or connection passed in stays open)."""
@@ -260,8 +283,19 @@ class AsyncStateStore:
 
     # --- running operations -------------------------------------------------------------------------
 
-    async def run(self, op: Op[T]) -> T:
-        """Run an operation generator (see :mod:`pgagentstate.ops`) to completion."""
+    async def run(self, op: Op[T], *, changes: str | None = None) -> T:
+        """Run an operation generator (see :mod:`pgagentstate.ops`) to completion. ``changes``: the
+        conversation it writes, whose Redis entry is dropped afterwards (whether it succeeded or not)."""
+        if changes is not None and self._tier is not None:
+            try:
+                return await self._run(op)
+            finally:
+                drop = context_cache.forget_cmd(self._ctx, changes)
+                if drop is not None:
+                    await self._tier.aexecute(drop)
+        return await self._run(op)
+
+    async def _run(self, op: Op[T]) -> T:
         held: AsyncExitStack | None = None
         held_conn: AsyncConnection[Any] | None = None
         result: Any = None
@@ -294,6 +328,9 @@ class AsyncStateStore:
                             source = self._replica if cmd.replica and self._replica is not None else self._source
                             async with source.connection() as conn:
                                 result = await self._execute_tx(conn, cmd)
+                    elif isinstance(cmd, Cache):
+                        tier = self._tier
+                        result = cmd.default if tier is None else await tier.aexecute(cmd)
                     elif isinstance(cmd, Call):
                         result = cmd.fn(*cmd.args)
                         if inspect.isawaitable(result):
@@ -516,12 +553,13 @@ class AsyncStateStore:
         return await self.run(
             conv_ops.update(
                 self._ctx, conversation_id, status=status, metadata=metadata, expected_version=expected_version
-            )
+            ),
+            changes=conversation_id,
         )
 
     async def delete_conversation(self, conversation_id: str) -> bool:
         """Delete a conversation and everything that belongs to it. False if it did not exist."""
-        return await self.run(conv_ops.delete(self._ctx, conversation_id))
+        return await self.run(conv_ops.delete(self._ctx, conversation_id), changes=conversation_id)
 
     # --- event log -----------------------------------------------------------------------------------
 
@@ -538,7 +576,9 @@ class AsyncStateStore:
         ``state_patches`` merge top-level keys into state documents in the same statement, only when
         something was appended (a re-delivered event does not apply its state change twice).
         """
-        return await self.run(event_ops.append(self._ctx, conversation_id, events, expected_seq, state_patches))
+        return await self.run(
+            event_ops.append(self._ctx, conversation_id, events, expected_seq, state_patches), changes=conversation_id
+        )
 
     async def list_events(
         self,
@@ -583,11 +623,11 @@ class AsyncStateStore:
     async def pop_event(self, conversation_id: str) -> Event | None:
         """Remove and return the newest event. Its seq is not reused: the conversation's ``last_seq``
         (the log's position) moves forward, so an ``expected_seq`` read before the pop fails."""
-        return await self.run(event_ops.pop(self._ctx, conversation_id))
+        return await self.run(event_ops.pop(self._ctx, conversation_id), changes=conversation_id)
 
     async def clear_events(self, conversation_id: str) -> int:
         """Remove every event of the conversation; returns how many."""
-        return await self.run(event_ops.clear(self._ctx, conversation_id))
+        return await self.run(event_ops.clear(self._ctx, conversation_id), changes=conversation_id)
 
     async def replace_events(
         self,
@@ -607,7 +647,9 @@ class AsyncStateStore:
         (e.g. expired items). The new events take new seq numbers (a seq is never reused), so a reader's
         ``after_seq`` cursor sees them and an ``expected_seq`` read before the replacement fails.
         """
-        return await self.run(event_ops.replace(self._ctx, conversation_id, events, tail, prune))
+        return await self.run(
+            event_ops.replace(self._ctx, conversation_id, events, tail, prune), changes=conversation_id
+        )
 
     # --- state documents -----------------------------------------------------------------------------
 
@@ -629,7 +671,8 @@ class AsyncStateStore:
         """Replace a document. ``expected_version``: None = unconditional, 0 = must not exist, n = must be at
         n; otherwise :class:`~pgagentstate.errors.VersionConflict`."""
         return await self.run(
-            state_ops.write(self._ctx, ref, data, (), replace=True, expected_version=expected_version)
+            state_ops.write(self._ctx, ref, data, (), replace=True, expected_version=expected_version),
+            changes=_conversation_of(ref),
         )
 
     async def patch_state(
@@ -642,7 +685,8 @@ class AsyncStateStore:
     ) -> StateDoc:
         """Set and delete top-level keys, merged on the server: concurrent patches never lose each other."""
         return await self.run(
-            state_ops.write(self._ctx, ref, set, delete, replace=False, expected_version=expected_version)
+            state_ops.write(self._ctx, ref, set, delete, replace=False, expected_version=expected_version),
+            changes=_conversation_of(ref),
         )
 
     async def state_history(self, ref: StateRef, *, limit: int | None = None) -> list[StateDoc]:
@@ -1064,7 +1108,9 @@ class AsyncStateStore:
     async def delete_snapshot_conversation(self, conversation_id: str) -> bool:
         """Delete the conversation like :meth:`delete_conversation`, and drop late snapshot writes for it
         until a new chain starts there. False if it did not exist."""
-        return await self.run(snapshot_ops.delete_conversation(self._ctx, conversation_id))
+        return await self.run(
+            snapshot_ops.delete_conversation(self._ctx, conversation_id), changes=conversation_id
+        )
 
     async def delete_snapshot_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the snapshots (and their writes) of these runs, and the blobs and chunks no longer used."""

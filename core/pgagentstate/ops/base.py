@@ -7,12 +7,15 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from ..codec import Limits
 from ..crypto import Cipher
 from ..sanitize import Sanitizer
 from ..validation import StateSchema
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..redis_tier import TierKeys
 
 T = TypeVar("T")
 
@@ -60,7 +63,19 @@ class Sleep:
     seconds: float
 
 
-Command = Tx | Call | Sleep
+@dataclass(frozen=True, slots=True)
+class Cache:
+    """A call to the store's Redis tier (:mod:`pgagentstate.redis_tier`): a Redis command or one of the
+    tier's scripts by ``name``. Never needed for correctness: when Redis is skipped or fails, the driver
+    sends back ``default`` instead, and the operation carries on with Postgres."""
+
+    name: str
+    keys: tuple[str, ...]
+    args: tuple[Any, ...] = ()
+    default: Any = None
+
+
+Command = Tx | Call | Sleep | Cache
 Op = Generator[Command, Any, T]
 
 
@@ -73,6 +88,8 @@ class Ctx:
     cipher: Cipher | None = None
     schemas: Mapping[str, StateSchema] = field(default_factory=dict)
     sanitizer: Sanitizer | None = None
+    cache: TierKeys | None = None  # the Redis tier's keys when the store has one (else nothing is cached)
+    scratch_in_redis: bool = False
 
 
 def tx(*stmts: Stmt, hold: bool = False) -> Tx:

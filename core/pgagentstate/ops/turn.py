@@ -13,9 +13,10 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import check_id
-from ..errors import AlreadyExists, InvalidInput, NotFound
+from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
-from . import conversations, events, state
+from ..validation import check_document
+from . import context_cache, conversations, events, state
 from .base import Ctx, Op, Stmt, Tx, one
 
 
@@ -74,6 +75,9 @@ class Loaded:
     conversation: Conversation
     events: list[Event]
     state: StateDoc | None
+    cached: bool = False  # served by the Redis tier: a hint that the commit's version check validates
+    complete: bool = False  # ``events`` is the whole history
+    window: int | None = None  # the turn's ``recent``: how many events the cached entry keeps
 
 
 def load(
@@ -87,23 +91,29 @@ def load(
     ref = state.check_ref(ctx, StateRef.conversation(conversation_id, state_name))
     if recent is not None and recent < 0:
         raise InvalidInput("recent must not be negative", path="recent")
+    hit = yield from context_cache.lookup(ctx, conversation_id, state_name, recent)
+    if hit is not None:
+        conv, recent_events, doc, complete = hit
+        return Loaded(conv, recent_events, doc, cached=True, complete=complete, window=recent)
     stmt = Stmt("turn_load", {"id": conversation_id, "limit": recent, "state_name": state_name}, "one")
     (row,) = yield Tx((stmt,))
     if row is None and create is not None:
         created = yield from one("conversation_create", **conversations.create_params(ctx, conversation_id, **create))
         if created is not None:
-            return Loaded(conversations.conversation_from_row(ctx, created), [], None)
+            conv = conversations.conversation_from_row(ctx, created)
+            yield from context_cache.remember(ctx, (conv, [], None), state_name=state_name, recent=recent)
+            return Loaded(conv, [], None, complete=True, window=recent)
         (row,) = yield Tx((stmt,))  # created by someone else meanwhile
     if row is None:
         raise NotFound(f"conversation {conversation_id!r} does not exist")
     doc = None
     if row[12] is not None:
         doc = state.doc_from_row(ctx, (ref.scope, ref.app_name, ref.subject, ref.name, row[12], row[13], row[14]))
-    return Loaded(
-        conversation=conversations.conversation_from_row(ctx, row),
-        events=events.events_from_json(ctx, conversation_id, row[15]),
-        state=doc,
-    )
+    conv = conversations.conversation_from_row(ctx, row)
+    recent_events = events.events_from_json(ctx, conversation_id, row[15])
+    complete = recent is None or len(recent_events) < recent
+    yield from context_cache.remember(ctx, (conv, recent_events, doc), state_name=state_name, recent=recent)
+    return Loaded(conversation=conv, events=recent_events, state=doc, complete=complete, window=recent)
 
 
 def commit(
@@ -131,23 +141,46 @@ def commit(
         params["state"] = state.put_data(ctx, StateRef.conversation(conv.id, state_name), new_state)
     stored: dict[str, Event] = {}
     fresh = prepared
-    while True:
-        if fresh is None and params["state"] is None and params["status"] is None:
-            yield Tx((Stmt("turn_check", {"id": conv.id, "expected_version": conv.version}, "none"),))
-            rows = []
-            break
-        try:
-            (rows,) = yield Tx((Stmt("turn_save", {**params, **events.rows_params(fresh)}),))
-            break
-        except AlreadyExists:
-            if prepared is None or stored:
-                raise
-            # A retried turn re-sends events stored by its first attempt: keep those, append the rest.
-            found = yield from events.stored(ctx, conv.id, prepared.ids)
-            if not found:
-                raise
-            stored = {e.event_id: e for e in found}
-            fresh = prepared.without(stored)
-    if prepared is None:
-        return []
-    return events.appended(conv.id, prepared, rows, stored)
+    now: datetime | None = None
+    try:
+        while True:
+            if fresh is None and params["state"] is None and params["status"] is None:
+                yield Tx((Stmt("turn_check", {"id": conv.id, "expected_version": conv.version}, "none"),))
+                rows = []
+                break
+            try:
+                (rows,) = yield Tx((Stmt("turn_save", {**params, **events.rows_params(fresh)}),))
+                # The first row is the commit's time (the conversation's and the document's updated_at).
+                now = next(r[2] for r in rows if r[0] is None)
+                rows = [r for r in rows if r[0] is not None]
+                break
+            except AlreadyExists:
+                if prepared is None or stored:
+                    raise
+                # A retried turn re-sends events stored by its first attempt: keep those, append the rest.
+                found = yield from events.stored(ctx, conv.id, prepared.ids)
+                if not found:
+                    raise
+                stored = {e.event_id: e for e in found}
+                fresh = prepared.without(stored)
+    except (VersionConflict, NotFound):
+        if loaded.cached:
+            context_cache.note(ctx, "stale")  # the hint was stale: the version check caught it
+        yield from context_cache.forget(ctx, conv.id)  # the retry loads from Postgres
+        raise
+    appended = [] if prepared is None else events.appended(conv.id, prepared, rows, stored)
+    if now is not None and not stored:
+        yield from context_cache.committed(
+            ctx,
+            (conv, loaded.events, loaded.state),
+            state_name=state_name,
+            recent=loaded.window,
+            complete=loaded.complete,
+            appended=appended,
+            status=params["status"],
+            new_state=None if new_state is None else check_document(ctx.schemas, state_name, new_state, stored=False),
+            now=now,
+        )
+    elif stored:
+        yield from context_cache.forget(ctx, conv.id)
+    return appended

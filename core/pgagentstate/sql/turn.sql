@@ -42,6 +42,10 @@ WITH head AS (
     CROSS JOIN head
     RETURNING e.seq, e.event_id, e.created_at
 )
+-- The first row (seq NULL) is the commit's now(): the new updated_at of the conversation and of the
+-- document, which the Redis tier's entry is rewritten with (no read after the commit).
+SELECT NULL::bigint, NULL::text, now() FROM head
+UNION ALL
 SELECT a.seq, a.event_id, a.created_at FROM appended a
 UNION ALL
 SELECT NULL, NULL, NULL
