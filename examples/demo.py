@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import os
 import random
 import shutil
 import sys
@@ -22,6 +23,7 @@ import tempfile
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg
 from psycopg import sql
@@ -33,6 +35,9 @@ from refund.agents import FRAMEWORKS, LABELS
 from refund.cluster import EXAMPLES, Cluster
 from refund.dialogue import REFUND_TURN, SCRIPT
 from refund.report import Audit, audit_lines, chat, collect, table
+
+if TYPE_CHECKING:
+    from refund.redis_chaos import RedisChaos
 
 _FRAMEWORK_MODULES = {"langgraph": "langgraph", "adk": "google.adk", "openai_agents": "agents"}
 
@@ -56,20 +61,24 @@ def _say(line: str = "") -> None:
     print(line, flush=True)
 
 
-def play(cluster: Cluster, customer: str, start: datetime) -> None:
+def play(cluster: Cluster, customer: str, start: datetime, chaos: RedisChaos | None = None) -> None:
     """Play the script through the load balancer, printing progress."""
     base = int(start.timestamp())
     for i, (offset, text) in enumerate(SCRIPT):
         if i and offset - SCRIPT[i - 1][0] >= 240:
             _say(f"    ... {(offset - SCRIPT[i - 1][0]) // 60} minutos depois (relógio simulado) ...")
         began = time.monotonic()
+        if chaos is not None and i:  # the brief's Redis failures, one before each message after the first
+            _say(f"    !! {chaos.fault(i - 1)}")
         delivery = cluster.deliver(customer, text, base + offset)
         took = time.monotonic() - began
         marker = " (refund turn)" if i == REFUND_TURN else ""
         _say(f"    cliente -> {text!r}: answered by {delivery.worker} in {took:.1f} s{marker}")
 
 
-def run_framework(framework: str, *, dsn: str, schema: str, workdir: Path, crash: bool) -> Audit:
+def run_framework(
+    framework: str, *, dsn: str, schema: str, workdir: Path, crash: bool, chaos: RedisChaos | None = None
+) -> Audit:
     label = LABELS[framework]
     _say(f"\n=== {label} " + "=" * max(3, 70 - len(label)))
     customer = "5511" + "".join(random.choice("0123456789") for _ in range(8))
@@ -88,7 +97,7 @@ def run_framework(framework: str, *, dsn: str, schema: str, workdir: Path, crash
         _say("    starting payment, email and WhatsApp APIs, 2 webhook workers and a round-robin proxy ...")
         cluster.wait_ready()
         _say(f"    ready in {time.monotonic() - began:.1f} s; WhatsApp customer +{customer}")
-        play(cluster, customer, datetime.now(UTC).replace(second=0, microsecond=0))
+        play(cluster, customer, datetime.now(UTC).replace(second=0, microsecond=0), chaos)
         with StateStore(dsn, schema=schema, tenant=tenant, max_size=2) as store:
             audit = collect(
                 store,
@@ -125,14 +134,25 @@ def run_demo(args: argparse.Namespace) -> int:
     schema = args.schema if keep else f"pgagentstate_demo_{random.getrandbits(32):08x}"
     workdir = Path(tempfile.mkdtemp(prefix="pgagentstate-demo-"))
     _say(f"pgagentstate demo: {', '.join(LABELS[f] for f in frameworks)}; Postgres schema {schema!r}")
+    chaos = None
+    if args.redis:
+        from refund.redis_chaos import RedisChaos
+
+        chaos = RedisChaos()
+        # The workers (subprocesses) read these: a Redis tier in front of Postgres, one secret for all.
+        os.environ["PGAGENTSTATE_DEMO_REDIS"] = chaos.url
+        os.environ.setdefault("PGAGENTSTATE_REDIS_SECRET", os.urandom(24).hex())
+        _say(f"Redis tier on ({chaos.url}); between messages Redis is flushed, killed -9 and tampered with")
     try:
         with StateStore(dsn, schema=schema, max_size=1) as store:
             store.setup()
         audits = [
-            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not args.no_crash)
+            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not args.no_crash, chaos=chaos)
             for fw in frameworks
         ]
     finally:
+        if chaos is not None:
+            chaos.close()
         if not keep:
             with psycopg.connect(dsn, autocommit=True) as conn:
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
@@ -177,6 +197,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one framework's agent only (core: the agent without a framework)",
     )
     parser.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
+    parser.add_argument(
+        "--redis",
+        action="store_true",
+        help="put a Redis tier in front of Postgres (a redis-server of the demo's own) and flush, kill -9 and "
+        "tamper with it between messages: the brief's Redis failures, doing no harm",
+    )
     return parser
 
 

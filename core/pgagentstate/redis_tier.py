@@ -31,7 +31,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -40,7 +40,20 @@ from .errors import InvalidInput
 
 if TYPE_CHECKING:  # pragma: no cover
     from .crypto import Cipher
-    from .ops.base import Cache
+
+
+class Cache(Protocol):
+    """What the tier runs: :class:`pgagentstate.ops.base.Cache` (the operations' command)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def keys(self) -> tuple[str, ...]: ...
+    @property
+    def args(self) -> tuple[Any, ...]: ...
+    @property
+    def default(self) -> Any: ...
+
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 SECRET_ENV = "PGAGENTSTATE_REDIS_SECRET"

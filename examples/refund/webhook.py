@@ -29,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from pgagentstate import AsyncStateStore, ConnectionLost, NewEvent, StateRef
+from pgagentstate import AsyncStateStore, ConnectionLost, NewEvent, RedisTier, StateRef
 
 from .agents import RefundAgent, channel_conversation_id, load_agent
 from .workflow import ServiceUrls, post_json
@@ -252,12 +252,15 @@ async def _text(send: Send, status: int, text: str) -> None:
 
 def build_app(framework: str, *, worker: str, env: MutableMapping[str, str] = os.environ) -> WebhookService:
     """The app of one worker, configured from the environment: ``PGAGENTSTATE_DSN``,
-    ``PGAGENTSTATE_DEMO_SCHEMA``, ``PGAGENTSTATE_DEMO_TENANT``, the service URLs, ``WHATSAPP_APP_SECRET``."""
+    ``PGAGENTSTATE_DEMO_SCHEMA``, ``PGAGENTSTATE_DEMO_TENANT``, the service URLs, ``WHATSAPP_APP_SECRET``, and
+    ``PGAGENTSTATE_DEMO_REDIS`` (a Redis tier's URL, with ``PGAGENTSTATE_REDIS_SECRET``)."""
+    redis_url = env.get("PGAGENTSTATE_DEMO_REDIS")  # examples/demo.py --redis: Redis in front of Postgres
     store = AsyncStateStore(
         env.get("PGAGENTSTATE_DSN"),
         schema=env.get("PGAGENTSTATE_DEMO_SCHEMA", "pgagentstate"),
         tenant=env.get("PGAGENTSTATE_DEMO_TENANT", "default"),
         max_size=6,
+        cache=RedisTier(redis_url, secret=env.get("PGAGENTSTATE_REDIS_SECRET"), scratchpad=True) if redis_url else None,
     )
     urls = ServiceUrls.from_env(env)
     return WebhookService(
