@@ -9,6 +9,7 @@ __path__ = extend_path(__path__, __name__)
 from .aio import AsyncStateStore, AsyncTurn
 from .codec import Limits
 from .crypto import Encryption, EnvKeyProvider, FileKeyProvider, KeyProvider, StaticKeyProvider
+from .embedding import HashEmbeddings, MemoryIndex
 from .errors import (
     AlreadyExists,
     ConflictError,
@@ -50,6 +51,7 @@ __all__ = [
     "EnvKeyProvider",
     "Event",
     "FileKeyProvider",
+    "HashEmbeddings",
     "IdempotencyConflict",
     "IdempotencyInProgress",
     "IntegrityError",
@@ -61,6 +63,7 @@ __all__ = [
     "Limits",
     "LoadedConversation",
     "Memory",
+    "MemoryIndex",
     "NewEvent",
     "NotFound",
     "PayloadTooLarge",

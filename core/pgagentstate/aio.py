@@ -29,7 +29,8 @@ from psycopg_pool import AsyncConnectionPool
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
-from .errors import translate
+from .embedding import Embedder, MemoryIndex
+from .errors import InvalidInput, translate
 from .models import (
     Conversation,
     Event,
@@ -46,6 +47,7 @@ from .ops import conversations as conv_ops
 from .ops import events as event_ops
 from .ops import ledger as ledger_ops
 from .ops import memory as memory_ops
+from .ops import memory_index as index_ops
 from .ops import migrations as migration_ops
 from .ops import rotation as rotation_ops
 from .ops import scratchpad as scratch_ops
@@ -177,6 +179,8 @@ class AsyncStateStore:
     ``cache`` (:class:`~pgagentstate.redis_tier.RedisTier`, ``pip install 'pgagentstate[redis]'``) serves
     a turn's load from Redis and, with ``scratchpad=True``, keeps the scratchpad there; Postgres stays the
     truth (every write is version-checked there) and takes over whenever Redis fails.
+    ``memory_index`` (:class:`~pgagentstate.embedding.MemoryIndex`) embeds memories as they are written
+    and makes :meth:`search_memory` search by meaning (pgvector's HNSW index when the server has it).
     """
 
     def __init__(
@@ -195,6 +199,7 @@ class AsyncStateStore:
         state_schemas: Mapping[str, StateSchema] | None = None,
         sanitizer: Sanitizer | None = None,
         cache: RedisTier | None = None,
+        memory_index: MemoryIndex | None = None,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
@@ -220,6 +225,7 @@ class AsyncStateStore:
             sanitizer=sanitizer,
             cache=None if cache is None else cache.keys(self._cipher),
             scratch_in_redis=cache is not None and cache.scratchpad,
+            memory_index=self._vector_settings(memory_index),
         )
 
     @classmethod
@@ -260,6 +266,22 @@ class AsyncStateStore:
     def cache(self) -> RedisTier | None:
         """The Redis tier, if the store has one."""
         return self._tier
+
+    def with_memory_index(self, memory_index: MemoryIndex | None) -> AsyncStateStore:
+        """A store that shares this store's connections and embeds memories with ``memory_index`` (an
+        adapter's own index on a store the application passed in). Call :meth:`setup` on it to create the
+        index's ANN index."""
+        clone = copy.copy(self)
+        clone._ctx = dataclasses.replace(self._ctx, memory_index=self._vector_settings(memory_index))
+        return clone
+
+    def _vector_settings(self, memory_index: MemoryIndex | None) -> index_ops.VectorSettings | None:
+        if memory_index is None:
+            return None
+        if not isinstance(memory_index, MemoryIndex):
+            raise InvalidInput("memory_index must be a pgagentstate.MemoryIndex", path="memory_index")
+        asynchronous = True  # sync: asynchronous = False
+        return index_ops.VectorSettings(memory_index, Embedder(memory_index, asynchronous=asynchronous), self._schema)
 
     def stats(self) -> dict[str, Any]:
         """Operation counts, conflicts, retries and errors of this process's store (and its tenant clones);
@@ -438,7 +460,9 @@ class AsyncStateStore:
         if stmt.script is not None:
             return await cur.execute(with_schema(stmt.script, self._schema))
         params = {"tenant": self._tenant, **stmt.params}
-        return await cur.execute(query(stmt.name, self._schema), params, prepare=self._prepare, binary=stmt.binary)
+        return await cur.execute(
+            query(stmt.name, self._schema, stmt.subs), params, prepare=self._prepare, binary=stmt.binary
+        )
 
     async def _one(self, conn: AsyncConnection[Any], stmt: Stmt) -> Any:
         # One cursor per connection for statements run one at a time: a cursor per statement costs ~20
@@ -452,8 +476,12 @@ class AsyncStateStore:
 
     async def setup(self) -> list[int]:
         """Create or upgrade the schema (safe to call from many processes at once). Returns the
-        migration versions applied by this call."""
-        return await self.run(migration_ops.migrate(self._schema))
+        migration versions applied by this call. With a ``memory_index``, also installs pgvector when the
+        server has it (and the role may) and creates the index's HNSW/IVFFlat index."""
+        applied = await self.run(migration_ops.migrate(self._schema))
+        if self._ctx.memory_index is not None:
+            await self.run(index_ops.setup(self._ctx))
+        return applied
 
     async def migration_status(self) -> tuple[list[int], list[int]]:
         """(applied, pending) migration versions."""
@@ -881,24 +909,35 @@ class AsyncStateStore:
         ttl: float | None = None,
         user_id: str = "",
         expected_version: int | None = None,
+        index: bool | Sequence[str] | None = None,
     ) -> Memory:
-        """Store a memory item; ``ttl`` in seconds. ``expected_version`` as for :meth:`put_state`."""
+        """Store a memory item; ``ttl`` in seconds. ``expected_version`` as for :meth:`put_state`. With a
+        memory index, ``index`` picks what is embedded: None (the index's fields), a list of field paths, or
+        False (nothing: found by words and filters only)."""
         return await self.run(
             memory_ops.put(
-                self._ctx, namespace, key, value, ttl=ttl, user_id=user_id, expected_version=expected_version
+                self._ctx,
+                namespace,
+                key,
+                value,
+                ttl=ttl,
+                user_id=user_id,
+                expected_version=expected_version,
+                index=index,
             )
         )
 
     async def put_memories(
         self,
-        items: Sequence[tuple[Sequence[str], str, Mapping[str, Any]]],
+        items: Sequence[memory_ops.Item],
         *,
         ttl: float | None = None,
         user_id: str = "",
         if_absent: bool = False,
     ) -> int:
-        """Store many ``(namespace, key, value)`` items in one statement; ``if_absent`` keeps items that are
-        stored already. Returns how many were written."""
+        """Store many ``(namespace, key, value)`` (or ``(namespace, key, value, index)``) items in one
+        statement, with their embeddings when the store has a memory index (embedded in batches);
+        ``if_absent`` keeps items that are stored already. Returns how many were written."""
         return await self.run(memory_ops.put_many(self._ctx, items, ttl=ttl, user_id=user_id, if_absent=if_absent))
 
     async def get_memory(self, namespace: Sequence[str], key: str, *, refresh_ttl: bool = True) -> Memory | None:
@@ -917,8 +956,14 @@ class AsyncStateStore:
         limit: int = 10,
         offset: int = 0,
         refresh_ttl: bool = False,
+        mode: str = "auto",
     ) -> list[Memory]:
-        """Items under a namespace prefix, filtered by value containment, ranked by full-text ``query``."""
+        """Items under a namespace prefix, filtered by value containment, ranked by ``query``.
+
+        ``mode``: ``"text"`` ranks by the query's words (Unicode-normalised, see
+        :mod:`pgagentstate.textsearch`); ``"vector"`` by meaning (needs a memory index; ``score`` is the
+        similarity); ``"hybrid"`` fuses both by reciprocal rank; ``"auto"`` (default) is hybrid with a
+        memory index, else text. Without a query, the newest items first."""
         return await self.run(
             memory_ops.search(
                 self._ctx,
@@ -929,8 +974,17 @@ class AsyncStateStore:
                 limit=limit,
                 offset=offset,
                 refresh_ttl=refresh_ttl,
+                mode=mode,
             )
         )
+
+    async def memory_search_mode(self) -> index_ops.VectorMode | None:
+        """What search by meaning uses on this server (pgvector and its index, or exact search); None
+        without a memory index. Checked again on every call."""
+        if self._ctx.memory_index is None:
+            return None
+        self._ctx.memory_index.mode = None
+        return await self.run(index_ops.detect(self._ctx))
 
     async def list_memory_namespaces(
         self,

@@ -53,10 +53,14 @@ def with_schema(text: str, schema: str) -> sql.Composed:
 
 
 @cache
-def query(name: str, schema: str) -> bytes:
+def query(name: str, schema: str, subs: tuple[tuple[str, str], ...] = ()) -> bytes:
     """The statement ``name`` for ``schema``, rendered once and cached as bytes: psycopg would otherwise
-    render a composed statement again on every execution (15 us for the larger ones)."""
-    return with_schema(_raw()[name], schema).as_bytes(None)
+    render a composed statement again on every execution (15 us for the larger ones). ``subs`` replace
+    ``{placeholder}``s with SQL fragments chosen by the core (see :class:`~pgagentstate.ops.base.Stmt`)."""
+    text = _raw()[name]
+    for placeholder, fragment in subs:
+        text = text.replace("{" + placeholder + "}", fragment)
+    return with_schema(text, schema).as_bytes(None)
 
 
 def names() -> list[str]:

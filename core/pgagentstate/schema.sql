@@ -132,11 +132,36 @@ CREATE TABLE {schema}.memories (
     updated_at  timestamptz      NOT NULL DEFAULT now(),
     -- the order items were first stored in (equal-rank search hits keep it)
     seq         bigint           GENERATED ALWAYS AS IDENTITY,
+    -- true when the item's memory_vectors rows belong to its current value (written through an index)
+    indexed     boolean          NOT NULL DEFAULT false,
     PRIMARY KEY (tenant_id, ns_path, key)
 );
 CREATE INDEX memories_search_idx ON {schema}.memories USING gin (search);
 CREATE INDEX memories_user_idx ON {schema}.memories (tenant_id, user_id);
 CREATE INDEX memories_expires_idx ON {schema}.memories (expires_at) WHERE expires_at IS NOT NULL;
+
+-- Embeddings of memories (see pgagentstate.embedding): one row per embedded field of an item. real[] on
+-- every server; with pgvector, setup() adds an HNSW/IVFFlat index on (embedding::vector(dims)), partial
+-- on dims. An encrypted store that seals its embeddings keeps them in `sealed` instead.
+CREATE TABLE {schema}.memory_vectors (
+    tenant_id text             NOT NULL,
+    ns_path   text COLLATE "C" NOT NULL,
+    key       text             NOT NULL,
+    field     text             NOT NULL,
+    text_hash bytea            NOT NULL,
+    dims      integer          NOT NULL,
+    norm      real,
+    embedding real[],
+    sealed    bytea,
+    PRIMARY KEY (tenant_id, ns_path, key, field),
+    FOREIGN KEY (tenant_id, ns_path, key) REFERENCES {schema}.memories (tenant_id, ns_path, key) ON DELETE CASCADE
+);
+ALTER TABLE {schema}.memory_vectors ALTER COLUMN embedding SET STORAGE EXTERNAL;
+
+-- The dot product without pgvector (exact search).
+CREATE FUNCTION {schema}.memory_dot(a real[], b double precision[]) RETURNS double precision
+    LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+    AS 'SELECT sum(x * y) FROM unnest(a, b) AS t(x, y)';
 
 -- Short-term scratchpad of a conversation, with an optional expiry.
 CREATE TABLE {schema}.scratchpad (
@@ -258,6 +283,7 @@ ALTER TABLE {schema}.state_changes ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.workflow_steps ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.idempotency_keys ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.memories ENABLE ROW LEVEL SECURITY;
+ALTER TABLE {schema}.memory_vectors ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.scratchpad ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.snapshots ENABLE ROW LEVEL SECURITY;
 ALTER TABLE {schema}.snapshot_blobs ENABLE ROW LEVEL SECURITY;
@@ -277,6 +303,8 @@ CREATE POLICY tenant_isolation ON {schema}.workflow_steps
 CREATE POLICY tenant_isolation ON {schema}.idempotency_keys
     USING (tenant_id = current_setting('pgagentstate.tenant', true));
 CREATE POLICY tenant_isolation ON {schema}.memories
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));
+CREATE POLICY tenant_isolation ON {schema}.memory_vectors
     USING (tenant_id = current_setting('pgagentstate.tenant', true));
 CREATE POLICY tenant_isolation ON {schema}.scratchpad
     USING (tenant_id = current_setting('pgagentstate.tenant', true));

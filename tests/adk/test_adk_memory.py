@@ -254,3 +254,68 @@ async def test_load_memory_tool_finds_memories(pg_services: tuple[Any, Any]) -> 
     assert events[-1].content.parts[0].text == "found: order 12345 arrived broken"  # type: ignore[union-attr,index]
     stored = await sessions.get_session(app_name=APP, user_id="cliente", session_id=s.id)
     assert [bool(e.get_function_calls()) for e in stored.events] == [False, True, False, False]
+
+
+# ---------------------------------------------------------------- search by meaning (embed=)
+
+
+async def test_embedded_memories_are_found_by_meaning(dsn: str, schema: str) -> None:
+    from pgagentstate import HashEmbeddings
+    from pgagentstate.adk import PostgresMemoryService
+
+    words_only = PostgresMemoryService(dsn, schema=schema)
+    semantic = PostgresMemoryService(dsn, schema=schema, embed=HashEmbeddings(64))  # dims from the embedder
+    try:
+        user = uid()
+        await semantic.add_session_to_memory(
+            session_with(user, "I want my refund for order 12345", "the parcel was broken", "weather is sunny")
+        )
+        # "refunds" is not a word of any memory: the full-text search finds nothing, the hybrid one finds
+        # the memory nearest in meaning first (the local embedder knows shared word parts, not synonyms).
+        assert (await words_only.search_memory(app_name=APP, user_id=user, query="refunds")).memories == []
+        found = (await semantic.search_memory(app_name=APP, user_id=user, query="refunds")).memories
+        assert texts(found)[0] == "I want my refund for order 12345"
+        # A word match still ranks first when there is one; deletes and scoping hold as before.
+        found = (await semantic.search_memory(app_name=APP, user_id=user, query="broken")).memories
+        assert texts(found)[0] == "the parcel was broken"
+        await semantic.delete_memory(app_name=APP, user_id=user, memory_id=found[0].id)
+        assert "the parcel was broken" not in texts(
+            (await semantic.search_memory(app_name=APP, user_id=user, query="broken")).memories
+        )
+        assert (await semantic.search_memory(app_name=APP, user_id=uid(), query="refunds")).memories == []
+    finally:
+        await words_only.close()
+        await semantic.close()
+
+
+async def test_memory_uri_carries_the_embedder(dsn: str, schema: str) -> None:
+    from pgagentstate.adk.registry import memory_service_factory, session_service_factory
+
+    base = dsn.replace("postgresql://", "pgagentstate://", 1)
+    sep = "&" if "?" in base else "?"
+    memory = memory_service_factory(f"{base}{sep}schema={schema}&embed=hash&dims=32")
+    try:
+        assert memory.index is not None and memory.index.dims == 32
+        user = uid()
+        await memory.add_session_to_memory(session_with(user, "I want my refund for order 12345"))
+        assert texts((await memory.search_memory(app_name=APP, user_id=user, query="refunds")).memories)
+    finally:
+        await memory.close()
+    with pytest.raises(ValueError, match="memory service"):
+        session_service_factory(f"{base}{sep}schema={schema}&embed=hash")
+    with pytest.raises(ValueError, match="dims"):
+        memory_service_factory(f"{base}{sep}schema={schema}&embed=hash&dims=x")
+
+
+async def test_a_given_store_gets_the_index(dsn: str, schema: str) -> None:
+    from pgagentstate import AsyncStateStore, HashEmbeddings
+    from pgagentstate.adk import PostgresMemoryService
+
+    async with AsyncStateStore(dsn, schema=schema) as store:
+        memory = PostgresMemoryService(store=store, embed=HashEmbeddings(48))
+        user = uid()
+        await memory.add_session_to_memory(session_with(user, "I want my refund for order 12345"))
+        assert texts((await memory.search_memory(app_name=APP, user_id=user, query="refunds")).memories)
+        assert (await store.search_memory(("adk",), query="refunds", mode="text")) == []  # the store itself: words
+        mode = await (await memory.store()).memory_search_mode()
+        assert mode is not None

@@ -153,3 +153,40 @@ async def test_instructions_rank_relevant_memories_first(store: AsyncStateStore)
     lines = [line for line in text.splitlines() if line.startswith("- ")]
     assert len(lines) == 2
     assert lines[0] == "- refund: refund for order 12345 was approved"
+
+
+async def test_recall_by_meaning_with_an_embedder(store: AsyncStateStore) -> None:
+    from pgagentstate import HashEmbeddings
+
+    plain = by_name(memory_tools(store))
+    semantic = by_name(memory_tools(store, embed=HashEmbeddings(64)))
+    bob = StateContext(user_id="bob")
+    await call(semantic["remember"], bob, topic="payments", fact="refunds go to the pix key 11-99999")
+    await call(semantic["remember"], bob, topic="shipping", fact="parcels to Rua Augusta 10")
+    # No memory has the word "refund": words alone match nothing (recall falls back to the newest topics);
+    # by meaning the payments topic comes first.
+    assert (await call(plain["recall"], bob, query="refund")).startswith("- shipping:")
+    assert (await call(semantic["recall"], bob, query="refund")).startswith("- payments:")
+
+
+async def test_instructions_stay_within_the_budget(store: AsyncStateStore) -> None:
+    ns = (*DEFAULT_NAMESPACE, "u")
+    await remember_fact(store, ns, "u", "refund", "refund for order 12345 was approved")
+    await remember_fact(store, ns, "u", "refund", "the refund goes to the pix key 11-99999")
+    await remember_fact(store, ns, "u", "email", "customer email is meu@email.com")
+    model = ScriptedModel([[assistant_message("ok")], [assistant_message("ok")]])
+    header = "Known:"
+    tight = memory_instructions(store, "Base.", header=header, budget=60)
+    agent: Agent[Any] = Agent(name="bot", instructions=tight, model=model)
+    await Runner.run(agent, "what about my refund?", context={"user_id": "u"})
+    text = model.last_call.system_instructions if model.last_call else ""
+    assert text is not None
+    memory_lines = text.split(header + "\n", 1)[1]
+    assert len(memory_lines) <= 60
+    # The most relevant topic first; it did not fit whole, so its newest fact is kept.
+    assert memory_lines == "- refund: the refund goes to the pix key 11-99999"
+    words = memory_instructions(store, "Base.", header=header, budget=12, count_tokens=lambda s: len(s.split()))
+    agent = Agent(name="bot", instructions=words, model=model)
+    await Runner.run(agent, "what about my refund?", context={"user_id": "u"})
+    text = model.last_call.system_instructions if model.last_call else ""
+    assert text is not None and sum(len(line.split()) for line in text.split(header + "\n", 1)[1].splitlines()) <= 12

@@ -9,6 +9,7 @@ locked).
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,7 +23,7 @@ from pgagentstate.embedded import embedded_dsn
 SCHEME = "pgagentstate"
 EMBEDDED_SCHEME = "pgagentstate+embedded"
 DEFAULT_SCHEMA = "pgagentstate"
-_OPTIONS = ("tenant", "schema")
+_OPTIONS = ("tenant", "schema", "embed", "dims")
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,9 @@ class UriConfig:
     embedded_dir: Path | None
     tenant: str | None
     schema: str | None
+    #: The memory service's embedder (see :func:`pgagentstate.embedding.embedder_from_spec`) and dimensions.
+    embed: str | None = None
+    dims: int | None = None
 
 
 def parse_uri(uri: str) -> UriConfig:
@@ -42,6 +46,8 @@ def parse_uri(uri: str) -> UriConfig:
     ``postgresql://user:pw@host:5432/db?sslmode=require`` plus the store options ``tenant`` and ``schema``
     (any other scheme, e.g. one chosen in a ``services.yaml``, reads the same way).
     ``pgagentstate://`` alone means ``$PGAGENTSTATE_DSN`` / ``$DATABASE_URL``, else the embedded server.
+    A memory service URI may add ``embed=`` (``hash``, ``module:name``, ``file.py:name`` or a LangChain
+    provider string such as ``openai:text-embedding-3-small``) and ``dims=``: semantic (hybrid) search.
     ``pgagentstate+embedded://`` runs the embedded Postgres in ``./.pgagentstate/pg``;
     ``pgagentstate+embedded:///abs/dir`` or ``pgagentstate+embedded://rel/dir`` elsewhere.
     """
@@ -53,15 +59,22 @@ def parse_uri(uri: str) -> UriConfig:
     rest = [(k, v) for k, v in query if k not in _OPTIONS]
     tenant = options.get("tenant") or None
     schema = options.get("schema") or None
+    embed = options.get("embed") or None
+    dims_text = options.get("dims") or None
+    if dims_text is not None and not dims_text.isdigit():
+        raise ValueError(f"dims= must be a positive integer, not {dims_text!r}")
+    dims = int(dims_text) if dims_text else None
     if parts.scheme.lower().endswith("+embedded"):
         if rest:
-            raise ValueError(f"{EMBEDDED_SCHEME}:// takes only tenant= and schema=, not {[k for k, _ in rest]}")
+            raise ValueError(
+                f"{EMBEDDED_SCHEME}:// takes only {', '.join(o + '=' for o in _OPTIONS)}, not {[k for k, _ in rest]}"
+            )
         where = parts.netloc + parts.path
-        return UriConfig(None, Path(where) if where else Path(".pgagentstate/pg"), tenant, schema)
+        return UriConfig(None, Path(where) if where else Path(".pgagentstate/pg"), tenant, schema, embed, dims)
     if not parts.netloc and not parts.path.strip("/") and not rest:
-        return UriConfig(None, None, tenant, schema)
+        return UriConfig(None, None, tenant, schema, embed, dims)
     dsn = urlunsplit(("postgresql", parts.netloc, parts.path, urlencode(rest), parts.fragment))
-    return UriConfig(dsn, None, tenant, schema)
+    return UriConfig(dsn, None, tenant, schema, embed, dims)
 
 
 class StoreHandle:
@@ -77,14 +90,18 @@ class StoreHandle:
         uri: str | None,
         setup: bool,
         store_options: dict[str, Any],
+        embeddings: bool = False,
     ) -> None:
         if store is not None and (conn is not None or uri is not None):
             raise ValueError("pass either store= or a connection (DSN, pool, connection, uri=), not both")
         if conn is not None and uri is not None:
             raise ValueError("pass either a connection (DSN, pool, connection) or uri=, not both")
         embedded: Path | None = None
+        self.uri_config: UriConfig | None = None
         if uri is not None:
-            cfg = parse_uri(uri)
+            cfg = self.uri_config = parse_uri(uri)
+            if not embeddings and (cfg.embed or cfg.dims):
+                raise ValueError("embed= and dims= are options of a memory service URI, not of this service")
             conn, embedded = cfg.dsn, cfg.embedded_dir
             tenant = tenant if tenant is not None else cfg.tenant
             schema = schema if schema is not None else cfg.schema
@@ -102,6 +119,15 @@ class StoreHandle:
         self._setup = setup
         self._options = store_options
         self._lock: asyncio.Lock | None = None
+
+    def add_option(self, name: str, value: Any) -> None:
+        """A store option the service itself sets (the memory service's ``memory_index``)."""
+        self._options[name] = value
+
+    def derive(self, how: Callable[[AsyncStateStore], AsyncStateStore]) -> None:
+        """Use ``how(store)`` instead of the store passed in (a clone with the service's memory index)."""
+        assert self._store is not None and not self._owned
+        self._store = how(self._store)
 
     async def get(self) -> AsyncStateStore:
         """The store, opened (and its schema migrated) on the first call."""

@@ -1,4 +1,9 @@
-"""``PostgresMemoryService``: ADK long-term memory on the core's memory store (ranked full-text search).
+"""``PostgresMemoryService``: ADK long-term memory on the core's memory store.
+
+Search is ranked full-text (the words of the query, Unicode-normalised, unspaced scripts split: what ADK's
+``InMemoryMemoryService`` matches, from an index) — and, with ``embed=``, hybrid: the text of every memory
+is embedded as it is added, and a search fuses the ranking by meaning with the ranking by words
+(reciprocal rank fusion), so "how do I get my money back" finds "refund requested for order 12345".
 
 Layout in the core (namespaces are per app and user, so one user's search never sees another's):
 
@@ -26,7 +31,8 @@ from google.adk.memory.memory_entry import MemoryEntry
 from google.genai import types
 from typing_extensions import override
 
-from pgagentstate import AsyncStateStore
+from pgagentstate import AsyncStateStore, MemoryIndex
+from pgagentstate.embedding import embedder_from_spec
 from pgagentstate.models import Memory
 
 from ._store import StoreHandle
@@ -58,9 +64,13 @@ class PostgresMemoryService(BaseMemoryService):
     """A ``BaseMemoryService`` backed by the pgagentstate core: ranked full-text search per app and user.
 
     Works with ADK's ``load_memory`` and ``preload_memory`` tools. Constructor arguments are those of
-    :class:`~pgagentstate.adk.PostgresSessionService`, plus ``max_results`` (memories per search).
-    ``custom_metadata={"ttl": seconds}`` on :meth:`add_events_to_memory` / :meth:`add_memory` makes the
-    memories expire.
+    :class:`~pgagentstate.adk.PostgresSessionService`, plus ``max_results`` (memories per search) and, for
+    search by meaning, ``embed`` (LangChain ``Embeddings``, a callable ``list[str] -> list[list[float]]``,
+    sync or async, or a name such as ``"hash"`` / ``"module:name"`` /
+    ``"openai:text-embedding-3-small"``) with ``dims`` (or a whole ``index=MemoryIndex(...)``).
+    ``search`` is the core's search mode: ``"auto"`` (hybrid with an embedder, else words), ``"text"``,
+    ``"vector"`` or ``"hybrid"``. ``custom_metadata={"ttl": seconds}`` on :meth:`add_events_to_memory` /
+    :meth:`add_memory` makes the memories expire.
     """
 
     def __init__(
@@ -74,19 +84,41 @@ class PostgresMemoryService(BaseMemoryService):
         uri: str | None = None,
         agents_dir: str | None = None,
         max_results: int = 10,
+        embed: Any = None,
+        dims: int | None = None,
+        index: MemoryIndex | None = None,
+        search: str = "auto",
         **store_options: Any,
     ) -> None:
         del agents_dir
         if max_results <= 0:
             raise ValueError("max_results must be positive")
         self.max_results = max_results
+        self.search = search
         self._handle = StoreHandle(
-            conn, store=store, tenant=tenant, schema=schema, uri=uri, setup=setup, store_options=store_options
-        )
+            conn, store=store, tenant=tenant, schema=schema, uri=uri, setup=setup, store_options=store_options,
+            embeddings=True,
+        )  # fmt: skip
+        cfg = self._handle.uri_config
+        if cfg is not None:
+            embed = embed if embed is not None else cfg.embed
+            dims = dims if dims is not None else cfg.dims
+        self.index = index if index is not None else _index(embed, dims)
+        self._index_ready = self.index is None or not setup
+        if self.index is not None:
+            index_ = self.index
+            if store is not None:
+                self._handle.derive(lambda s: s.with_memory_index(index_))
+            else:
+                self._handle.add_option("memory_index", self.index)
 
     async def store(self) -> AsyncStateStore:
         """The core store this service uses (opened on first use)."""
-        return await self._handle.get()
+        store = await self._handle.get()
+        if not self._index_ready:
+            await store.setup()  # the index's pgvector index on a store passed in (idempotent)
+            self._index_ready = True
+        return store
 
     @override
     async def add_session_to_memory(self, session: Session) -> None:
@@ -115,7 +147,7 @@ class PostgresMemoryService(BaseMemoryService):
             items.append((event.id, value))
         if not items:
             return
-        store = await self._handle.get()
+        store = await self.store()
         # One statement; events stored already (or deleted: a tombstone is stored) are left alone.
         await store.put_memories(
             [(namespace, key, value) for key, value in items], ttl=ttl, user_id=user_id, if_absent=True
@@ -131,7 +163,7 @@ class PostgresMemoryService(BaseMemoryService):
         custom_metadata: Mapping[str, object] | None = None,
     ) -> None:
         ttl = _ttl(custom_metadata)
-        store = await self._handle.get()
+        store = await self.store()
         namespace = (_ROOT, app_name, user_id, _MEMORIES)
         writes: list[tuple[tuple[str, ...], str, dict[str, Any]]] = []
         for entry in memories:
@@ -154,9 +186,9 @@ class PostgresMemoryService(BaseMemoryService):
     async def search_memory(self, *, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         if not query or not query.strip():
             return SearchMemoryResponse()
-        store = await self._handle.get()
+        store = await self.store()
         found = await store.search_memory(
-            (_ROOT, app_name, user_id), query=query, user_id=user_id, limit=self.max_results
+            (_ROOT, app_name, user_id), query=query, user_id=user_id, limit=self.max_results, mode=self.search
         )
         return SearchMemoryResponse(memories=[_entry(m) for m in found if _TOMBSTONE not in m.value])
 
@@ -164,7 +196,7 @@ class PostgresMemoryService(BaseMemoryService):
     async def delete_memory(self, *, app_name: str, user_id: str, memory_id: str | None = None) -> None:
         if not memory_id:
             return
-        store = await self._handle.get()
+        store = await self.store()
         if await store.delete_memory((_ROOT, app_name, user_id, _MEMORIES), memory_id):
             return
         if "/" not in memory_id:
@@ -203,6 +235,20 @@ def _entry(m: Memory) -> MemoryEntry:
         author=author,
         timestamp=_unlabel(value.get("at")),
     )
+
+
+def _index(embed: Any, dims: int | None) -> MemoryIndex | None:
+    """The index for ``embed=``: the text of each memory, embedded."""
+    if embed is None:
+        if dims is not None:
+            raise ValueError("dims= needs embed= (the embedder)")
+        return None
+    if isinstance(embed, str):
+        embed = embedder_from_spec(embed, dims=dims)
+    dims = dims if dims is not None else getattr(embed, "dims", None)
+    if not isinstance(dims, int):
+        raise ValueError("pass dims= (the dimensions of the embeddings embed returns)")
+    return MemoryIndex(dims=dims, embed=embed, fields=["text"])
 
 
 def _label(text: str | None) -> dict[str, bool] | None:

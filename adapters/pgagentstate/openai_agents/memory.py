@@ -6,6 +6,11 @@ run context (see :mod:`._identity`), never from the model, so one user's agent c
 
 Writes are compare-and-swap on the memory's version: two conversations of the same user remembering facts
 about the same topic at the same moment both keep their fact (the loser re-reads and retries).
+
+Search is the core's: by the words of the query, and — when the store (or ``embed=`` here) has a memory
+index — hybrid, by meaning too (each fact and the topic are embedded: :data:`MEMORY_FIELDS`), so
+``recall("how do I get my money back")`` finds the "refund" topic. :func:`memory_instructions` puts the
+most relevant memories into the instructions within a character (or token) budget.
 """
 
 from __future__ import annotations
@@ -16,13 +21,16 @@ from typing import Any, cast
 from agents import Agent, FunctionTool, RunContextWrapper, function_tool
 from agents.exceptions import UserError
 
-from pgagentstate import AsyncStateStore
+from pgagentstate import AsyncStateStore, MemoryIndex
+from pgagentstate.embedding import embedder_from_spec
 from pgagentstate.errors import VersionConflict
 from pgagentstate.models import Memory
 
 from ._identity import identity_of
 
 DEFAULT_NAMESPACE: tuple[str, ...] = ("openai_agents", "memories")
+#: What an index embeds of a memory: its topic and each of its facts (an item ranks by the best one).
+MEMORY_FIELDS = ("topic", "facts[*]")
 _MAX_TOPIC = 200
 _CAS_ATTEMPTS = 32
 
@@ -123,7 +131,8 @@ async def forget_fact(
 async def relevant_memories(
     store: AsyncStateStore, namespace: Sequence[str], user_id: str, query: str | None, *, limit: int,
 ) -> list[Memory]:
-    """Memories matching ``query`` best first, topped up with the most recently updated ones."""
+    """Memories most relevant to ``query`` first (by meaning and words with a memory index, else by
+    words), topped up with the most recently updated ones."""
     found: list[Memory] = []
     if query and query.strip():
         found = await store.search_memory(namespace, query=query, user_id=user_id, limit=limit)
@@ -134,9 +143,47 @@ async def relevant_memories(
     return [m for m in found if _facts(m)]
 
 
-def format_memories(memories: Sequence[Memory]) -> str:
-    """One line per topic: ``- topic: fact; fact``."""
-    return "\n".join(f"- {m.value.get('topic') or m.key}: {'; '.join(_facts(m))}" for m in memories)
+def format_memories(
+    memories: Sequence[Memory], *, budget: int | None = None, length: Callable[[str], int] = len,
+) -> str:
+    """One line per topic: ``- topic: fact; fact``, most relevant first. With ``budget``, lines are added
+    while the text stays within it (``length`` measures it: characters, or a tokenizer's count); a topic
+    that does not fit whole keeps its newest facts that do."""
+    lines: list[str] = []
+    used = 0
+    for m in memories:
+        head = f"- {m.value.get('topic') or m.key}: "
+        facts = _facts(m)
+        line = head + "; ".join(facts)
+        sep = 1 if lines else 0
+        if budget is not None and used + sep + length(line) > budget:
+            kept: list[str] = []
+            for fact in reversed(facts):  # newest facts first
+                trial = head + "; ".join([fact, *kept])
+                if used + sep + length(trial) > budget:
+                    break
+                kept.insert(0, fact)
+            if not kept:
+                continue
+            line = head + "; ".join(kept)
+        lines.append(line)
+        used += sep + length(line)
+    return "\n".join(lines)
+
+
+def memory_index(embed: Any, dims: int | None = None) -> MemoryIndex:
+    """The :class:`~pgagentstate.MemoryIndex` these tools use for ``embed`` (an embedder or its name, see
+    :func:`pgagentstate.embedding.embedder_from_spec`): topics and facts embedded."""
+    if isinstance(embed, str):
+        embed = embedder_from_spec(embed, dims=dims)
+    dims = dims if dims is not None else getattr(embed, "dims", None)
+    if not isinstance(dims, int):
+        raise ValueError("pass dims= (the dimensions of the embeddings embed returns)")
+    return MemoryIndex(dims=dims, embed=embed, fields=list(MEMORY_FIELDS))
+
+
+def _indexed(store: AsyncStateStore, embed: Any, dims: int | None) -> AsyncStateStore:
+    return store if embed is None else store.with_memory_index(memory_index(embed, dims))
 
 
 def memory_tools(
@@ -147,6 +194,8 @@ def memory_tools(
     ttl: float | None = None,
     recall_limit: int = 5,
     max_facts_per_topic: int = 50,
+    embed: Any = None,
+    dims: int | None = None,
 ) -> list[FunctionTool]:
     """Function tools ``remember``, ``recall`` and ``forget`` over the user's long-term memory.
 
@@ -160,8 +209,12 @@ def memory_tools(
         ttl: Seconds after which an unused memory expires (None: never).
         recall_limit: How many topics ``recall`` returns.
         max_facts_per_topic: Older facts of a topic are dropped beyond this many.
+        embed: An embedder (LangChain ``Embeddings``, a callable, or a name such as ``"hash"``): facts are
+            embedded as they are remembered and ``recall`` searches by meaning too. Without it, the store's
+            own memory index is used if it has one, else words only.
+        dims: The dimensions ``embed`` returns (not needed when the embedder has a ``dims`` attribute).
     """
-    scope = _Scope(store, namespace, user_id)
+    scope = _Scope(_indexed(store, embed, dims), namespace, user_id)
 
     async def remember(ctx: RunContextWrapper[Any], topic: str, fact: str) -> str:
         """Save a durable fact about the user for future conversations (preferences, contact details,
@@ -221,14 +274,20 @@ def memory_instructions(
     user_id: str | None = None,
     limit: int = 5,
     header: str = "What you already know about this user (from earlier conversations):",
+    budget: int | None = 2000,
+    count_tokens: Callable[[str], int] | None = None,
+    embed: Any = None,
+    dims: int | None = None,
 ) -> Callable[[RunContextWrapper[Any], Agent[Any]], Awaitable[str]]:
     """Dynamic ``Agent(instructions=...)`` that appends the user's relevant memories to ``instructions``.
 
-    Relevance: memories matching the words of the latest user message rank first, then the most recently
-    updated ones, ``limit`` topics in all. ``instructions`` may itself be a string or a dynamic
-    instructions callable.
+    Relevance: the memories nearest to the latest user message (by meaning and words with a memory index
+    — the store's, or ``embed=``'s —, else by words) rank first, then the most recently updated ones,
+    ``limit`` topics in all, within ``budget`` characters of memory lines (or tokens, with
+    ``count_tokens``, e.g. ``lambda s: len(tiktoken_encoding.encode(s))``; None: no budget).
+    ``instructions`` may itself be a string or a dynamic instructions callable.
     """
-    scope = _Scope(store, namespace, user_id)
+    scope = _Scope(_indexed(store, embed, dims), namespace, user_id)
 
     async def build(ctx: RunContextWrapper[Any], agent: Agent[Any]) -> str:
         if isinstance(instructions, str):
@@ -238,9 +297,10 @@ def memory_instructions(
             base = await produced if isinstance(produced, Awaitable) else produced
         s, ns, user = scope.resolve(ctx)
         found = await relevant_memories(s, ns, user, _latest_user_text(ctx), limit=limit)
-        if not found:
+        lines = format_memories(found, budget=budget, length=count_tokens or len)
+        if not lines:
             return base
-        return f"{base}\n\n{header}\n{format_memories(found)}"
+        return f"{base}\n\n{header}\n{lines}"
 
     return build
 

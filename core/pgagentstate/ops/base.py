@@ -36,6 +36,9 @@ class Stmt:
     fetch: Fetch = "all"
     script: str | None = None
     binary: bool = False  # results in binary format: bytea arrives as bytes, not as hex text to decode
+    #: ``{name}`` placeholders of the statement replaced by fixed SQL fragments the core chose (a vector
+    #: type's dimensions, a distance operator) — never by user input, which travels as parameters.
+    subs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,6 +93,8 @@ class Ctx:
     sanitizer: Sanitizer | None = None
     cache: TierKeys | None = None  # the Redis tier's keys when the store has one (else nothing is cached)
     scratch_in_redis: bool = False
+    #: The store's memory index (:class:`pgagentstate.ops.memory_index.VectorSettings`), if it has one.
+    memory_index: Any = None
 
 
 def tx(*stmts: Stmt, hold: bool = False) -> Tx:

@@ -12,6 +12,7 @@ from ..codec import check_id, check_text, encode
 from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
 from ..sealing import ad, seal, unseal
+from . import memory_index
 from .base import Ctx, Op, Row, count, many, one
 
 SEP = "\x1f"
@@ -88,6 +89,35 @@ def terms(ctx: Ctx, value: Mapping[str, Any]) -> str | None:
     return None if ctx.cipher is not None else textsearch.tsvector(value)
 
 
+Index = bool | Sequence[str] | None
+#: ``auto``: hybrid when the store has a memory index, else text; ``text``: full-text only; ``vector``: by
+#: meaning only (LangGraph's semantics); ``hybrid``: both, fused by reciprocal rank.
+SEARCH_MODES = ("auto", "text", "vector", "hybrid")
+Item = tuple[Sequence[str], str, Mapping[str, Any]] | tuple[Sequence[str], str, Mapping[str, Any], Index]
+
+
+def _entry(ctx: Ctx, namespace: Sequence[str], key: str, value: Any, index: Index, path: str) -> memory_index.Entry:
+    labels = check_namespace(ctx, namespace)
+    check_id(key, f"{path}.key" if path != "value" else "key", ctx.limits)
+    if not isinstance(value, Mapping):
+        raise InvalidInput(f"memory value must be a mapping, not {type(value).__name__}", path=path)
+    texts = memory_index.texts_for(ctx, value, index, path=f"{path}.index") if ctx.memory_index else {}
+    return memory_index.Entry(
+        ns_path=ns_path(labels),
+        key=key,
+        labels=labels,
+        value=seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path=path),
+        terms=terms(ctx, value),
+        texts=texts,
+    )
+
+
+def _check_ttl(ttl: float | None) -> float | None:
+    if ttl is not None and ttl <= 0:
+        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
+    return None if ttl is None else float(ttl)
+
+
 def put(
     ctx: Ctx,
     namespace: Sequence[str],
@@ -97,69 +127,71 @@ def put(
     ttl: float | None,
     user_id: str,
     expected_version: int | None,
+    index: Index = None,
 ) -> Op[Memory]:
-    labels = check_namespace(ctx, namespace)
-    check_id(key, "key", ctx.limits)
     check_text(user_id, "user_id", ctx.limits)
-    if not isinstance(value, Mapping):
-        raise InvalidInput(f"memory value must be a mapping, not {type(value).__name__}", path="value")
-    if ttl is not None and ttl <= 0:
-        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
-    params = {
-        "ns_path": ns_path(labels),
-        "namespace": list(labels),
-        "key": key,
-        "user_id": user_id,
-        "value": seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path="value"),
-        "terms": terms(ctx, value),
-        "ttl": None if ttl is None else float(ttl),
-        "expected_version": expected_version,
-    }
-    row = yield from one("memory_cas" if expected_version else "memory_put", **params)
+    ttl = _check_ttl(ttl)
+    e = _entry(ctx, namespace, key, value, index, "value")
+    if ctx.memory_index is not None:
+        rows = yield from memory_index.write(
+            ctx, [e], ttl=ttl, user_id=user_id, if_absent=False, expected_version=expected_version
+        )
+        row = rows[0] if rows else None
+    else:
+        params = {
+            "ns_path": e.ns_path,
+            "namespace": list(e.labels),
+            "key": key,
+            "user_id": user_id,
+            "value": e.value,
+            "terms": e.terms,
+            "ttl": ttl,
+            "expected_version": expected_version,
+        }
+        row = yield from one("memory_cas" if expected_version else "memory_put", **params)
     if row:
         return memory_from_row(ctx, row)
-    current = yield from one("memory_version", ns_path=params["ns_path"], key=key)
+    current = yield from one("memory_version", ns_path=e.ns_path, key=key)
     raise VersionConflict(expected_version, current[0] if current else 0, what=f"memory {key!r} version")
 
 
 def put_many(
     ctx: Ctx,
-    items: Sequence[tuple[Sequence[str], str, Mapping[str, Any]]],
+    items: Sequence[Item],
     *,
     ttl: float | None,
     user_id: str,
     if_absent: bool,
 ) -> Op[int]:
-    """Store many items in one statement; returns how many were written."""
+    """Store many items in one statement (and their embeddings, with an index); returns how many were
+    written. An item may carry a fourth element, its ``index`` (False, None or field paths)."""
     check_text(user_id, "user_id", ctx.limits)
-    if ttl is not None and ttl <= 0:
-        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
-    paths: list[str] = []
-    keys: list[str] = []
-    values: list[str] = []
-    tsvectors: list[str | None] = []
-    for i, (namespace, key, value) in enumerate(items):
-        labels = check_namespace(ctx, namespace)
-        check_id(key, f"items[{i}].key", ctx.limits)
-        if not isinstance(value, Mapping):
-            raise InvalidInput(f"memory value must be a mapping, not {type(value).__name__}", path=f"items[{i}]")
-        paths.append(ns_path(labels))
-        keys.append(key)
-        values.append(seal(ctx.cipher, dict(value), ctx.limits, memory_ad(ctx, labels, key), path=f"items[{i}]"))
-        tsvectors.append(terms(ctx, value))
-    if len(set(zip(paths, keys, strict=True))) != len(keys):
+    ttl = _check_ttl(ttl)
+    entries: list[memory_index.Entry] = []
+    for i, item in enumerate(items):
+        if not isinstance(item, tuple | list) or len(item) not in (3, 4):
+            raise InvalidInput("an item is (namespace, key, value) or (namespace, key, value, index)",
+                               path=f"items[{i}]")
+        index: Index = item[3] if len(item) == 4 else None
+        entries.append(_entry(ctx, item[0], item[1], item[2], index, f"items[{i}]"))
+    if len({(e.ns_path, e.key) for e in entries}) != len(entries):
         raise InvalidInput("the same namespace and key appear twice in one batch", path="items")
-    if not keys:
+    if not entries:
         return 0
+    if ctx.memory_index is not None:
+        rows = yield from memory_index.write(
+            ctx, entries, ttl=ttl, user_id=user_id, if_absent=if_absent, expected_version=None
+        )
+        return len(rows)
     return (
         yield from count(
             "memory_put_many",
-            ns_paths=paths,
-            keys=keys,
-            values=values,
-            terms=tsvectors,
+            ns_paths=[e.ns_path for e in entries],
+            keys=[e.key for e in entries],
+            values=[e.value for e in entries],
+            terms=[e.terms for e in entries],
             user_id=user_id,
-            ttl=None if ttl is None else float(ttl),
+            ttl=ttl,
             if_absent=if_absent,
         )
     )
@@ -189,14 +221,37 @@ def search(
     limit: int,
     offset: int,
     refresh_ttl: bool,
+    mode: str = "auto",
 ) -> Op[list[Memory]]:
     labels = check_namespace(ctx, prefix, wildcards=True, allow_empty=True)
     if query is not None and not isinstance(query, str):
         raise InvalidInput("query must be a string", path="query")
     if limit < 0 or offset < 0:
         raise InvalidInput("limit and offset must not be negative", path="limit")
-    words = textsearch.query_words(query) if query is not None and query.strip() else None
+    if mode not in SEARCH_MODES:
+        raise InvalidInput(f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}", path="mode")
+    if mode in ("vector", "hybrid") and ctx.memory_index is None:
+        raise InvalidInput(f"a {mode} search needs a store with a memory index (memory_index=...)", path="mode")
+    if mode == "auto":
+        mode = "hybrid" if ctx.memory_index is not None else "text"
+    blank = query is None or not query.strip()
+    words = None if blank else textsearch.query_words(query or "")
     filter_json = None if filter is None else encode(dict(filter), ctx.limits, path="filter")
+    if mode != "text" and not blank:
+        return (
+            yield from memory_index.search(
+                ctx,
+                query=query or "",
+                words=words if mode == "hybrid" else None,
+                pattern=pattern_params(labels, None),
+                user_id=user_id,
+                filter_json=filter_json,
+                filter=filter,
+                limit=limit,
+                offset=offset,
+                refresh_ttl=refresh_ttl,
+            )
+        )
     if words == []:
         return []  # a query without a word ("!?") matches nothing
     if ctx.cipher is not None and (words is not None or filter is not None):

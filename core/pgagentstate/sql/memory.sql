@@ -1,5 +1,7 @@
 -- Long-term memory. Columns returned: namespace, key, value, user_id, version, created_at, updated_at,
--- expires_at, score. Expired rows are invisible to every read even before gc removes them.
+-- expires_at, score. Expired rows are invisible to every read even before gc removes them. Writes here
+-- come from a store without a memory index: they leave `indexed` false, so embeddings an indexed store
+-- wrote for an older value are not used (see memory_vectors.sql).
 
 -- name: memory_put
 WITH up AS (
@@ -9,7 +11,7 @@ WITH up AS (
            %(terms)s::tsvector, %(ttl)s, now() + make_interval(secs => %(ttl)s)
     WHERE %(expected_version)s::bigint IS NULL OR %(expected_version)s = 0
     ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
-    SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id,
+    SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id, indexed = false,
         ttl_seconds = EXCLUDED.ttl_seconds,
         expires_at = EXCLUDED.expires_at, updated_at = now(),
         -- an expired row is gone as far as readers know: overwriting it starts again at version 1
@@ -23,6 +25,7 @@ SELECT up.*, NULL::real FROM up
 -- name: memory_cas
 UPDATE {schema}.memories m
 SET value = %(value)s::jsonb, search = %(terms)s::tsvector, user_id = %(user_id)s, ttl_seconds = %(ttl)s,
+    indexed = false,
     expires_at = now() + make_interval(secs => %(ttl)s), updated_at = now(), version = m.version + 1
 WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s AND m.version = %(expected_version)s
   AND (m.expires_at IS NULL OR m.expires_at > now())
@@ -114,7 +117,7 @@ FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[], %(terms
      WITH ORDINALITY AS x(ns_path, key, value, terms, ord)
 ORDER BY x.ord
 ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
-SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id,
+SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id, indexed = false,
     ttl_seconds = EXCLUDED.ttl_seconds, expires_at = EXCLUDED.expires_at, updated_at = now(),
     version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
     created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END

@@ -1,0 +1,281 @@
+-- Long-term memory with embeddings (see pgagentstate.embedding and pgagentstate.ops.memory).
+-- Placeholders replaced by the core before a statement is prepared (never by user input):
+--   {dims}       the index's dimensions;
+--   {ann_dist}   distance between v.embedding and the query, in the form an ANN index serves;
+--   {exact_dist} the same distance, computed exactly (pgvector's operator, or memory_dot without it);
+--   {score}      the score of a distance `dist` (higher is closer).
+-- The query vector is %(qvec)b (float8[]), its norm %(qnorm)s.
+
+-- name: memory_vector_hashes
+-- What is embedded already for these items: an unchanged text is not embedded again.
+SELECT v.ns_path, v.key, v.field, v.text_hash, v.dims, v.sealed IS NOT NULL
+FROM {schema}.memory_vectors v
+JOIN unnest(%(ns_paths)s::text[], %(keys)s::text[]) AS x(ns_path, key)
+  ON v.ns_path = x.ns_path AND v.key = x.key
+WHERE v.tenant_id = %(tenant)s
+
+-- name: memory_write_indexed
+-- Items and their embeddings in one statement. Items (x): one row each, first stored in the order given;
+-- %(expected)s (single item only) as for memory_put/memory_cas, %(if_absent)s as for memory_put_many.
+-- Fields (f): one row per field the new values embed; `slot` points into %(flat)b (dims floats per slot)
+-- for a changed text, `sealed` holds it for a store that seals them; a row with neither keeps the stored
+-- embedding. x.kept counts an item's kept fields: if one of them no longer holds the text we compared
+-- (a concurrent writer), the item is written unindexed rather than with another text's embedding.
+-- Stored fields the new value does not embed are deleted.
+WITH x AS (
+    SELECT * FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[], %(terms)s::tsvector[],
+                         %(kept)s::int[]) WITH ORDINALITY AS x(ns_path, key, value, terms, kept, ord)
+), f AS (
+    SELECT * FROM unnest(%(f_ns_paths)s::text[], %(f_keys)s::text[], %(f_fields)s::text[], %(f_hashes)s::bytea[],
+                         %(f_slots)s::int[], %(f_norms)s::real[], %(f_sealed)s::bytea[])
+                  AS f(ns_path, key, field, hash, slot, norm, sealed)
+), checked AS (
+    SELECT x.*, x.kept = (SELECT count(*) FROM f JOIN {schema}.memory_vectors v
+                          ON v.tenant_id = %(tenant)s AND v.ns_path = f.ns_path AND v.key = f.key
+                             AND v.field = f.field AND v.text_hash = f.hash AND v.dims = %(dims)s
+                          WHERE f.ns_path = x.ns_path AND f.key = x.key AND f.slot IS NULL AND f.sealed IS NULL)
+                AS intact
+    FROM x
+), up AS (
+    INSERT INTO {schema}.memories AS m
+        (tenant_id, ns_path, key, namespace, user_id, value, search, ttl_seconds, expires_at, indexed)
+    SELECT %(tenant)s, c.ns_path, c.key, string_to_array(left(c.ns_path, -1), chr(31)), %(user_id)s, c.value,
+           c.terms, %(ttl)s, now() + make_interval(secs => %(ttl)s), c.intact
+    FROM checked c
+    WHERE coalesce(%(expected)s::bigint, 0) = 0
+       OR EXISTS (SELECT 1 FROM {schema}.memories e
+                  WHERE e.tenant_id = %(tenant)s AND e.ns_path = c.ns_path AND e.key = c.key)
+    ORDER BY c.ord
+    ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
+    SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id,
+        ttl_seconds = EXCLUDED.ttl_seconds, expires_at = EXCLUDED.expires_at, updated_at = now(),
+        indexed = EXCLUDED.indexed,
+        -- an expired row is gone as far as readers know: overwriting it starts again at version 1
+        version = CASE WHEN m.expires_at <= now() THEN 1 ELSE m.version + 1 END,
+        created_at = CASE WHEN m.expires_at <= now() THEN now() ELSE m.created_at END
+    WHERE CASE WHEN %(expected)s::bigint IS NULL
+               THEN NOT %(if_absent)s OR (m.expires_at IS NOT NULL AND m.expires_at <= now())
+               WHEN %(expected)s = 0 THEN m.expires_at IS NOT NULL AND m.expires_at <= now()
+               ELSE m.version = %(expected)s AND (m.expires_at IS NULL OR m.expires_at > now()) END
+    RETURNING m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+              m.expires_at
+), gone AS (
+    DELETE FROM {schema}.memory_vectors v USING up
+    WHERE v.tenant_id = %(tenant)s AND v.ns_path = up.ns_path AND v.key = up.key
+      AND NOT EXISTS (SELECT 1 FROM f WHERE f.ns_path = v.ns_path AND f.key = v.key AND f.field = v.field)
+), put AS (
+    INSERT INTO {schema}.memory_vectors AS v (tenant_id, ns_path, key, field, text_hash, dims, norm, embedding, sealed)
+    SELECT %(tenant)s, f.ns_path, f.key, f.field, f.hash, %(dims)s, f.norm,
+           (%(flat)b::float8[])[f.slot * %(dims)s + 1 : (f.slot + 1) * %(dims)s]::real[], f.sealed
+    FROM f JOIN up ON up.ns_path = f.ns_path AND up.key = f.key
+    WHERE f.slot IS NOT NULL OR f.sealed IS NOT NULL
+    ON CONFLICT (tenant_id, ns_path, key, field) DO UPDATE
+    SET text_hash = EXCLUDED.text_hash, dims = EXCLUDED.dims, norm = EXCLUDED.norm,
+        embedding = EXCLUDED.embedding, sealed = EXCLUDED.sealed
+)
+SELECT up.namespace, up.key, up.value::text, up.user_id, up.version, up.created_at, up.updated_at,
+       up.expires_at, NULL::real
+FROM up
+
+-- name: memory_ann_settings
+-- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan).
+SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true)
+
+-- name: memory_search_vector
+-- Nearest items by meaning. `ann`: the index's nearest embeddings of the whole tenant, then the namespace,
+-- filters and expiry; when fewer than %(need)s (limit + offset) items pass (a selective filter, a small
+-- namespace in a large table), `exact` ranks every embedding that passes them instead, so a filter never
+-- loses a result the way a filtered HNSW scan does. Without an ANN index (%(ann)s false), only `exact`.
+WITH ann AS MATERIALIZED (
+    SELECT v.ns_path, v.key, {ann_dist} AS dist
+    FROM {schema}.memory_vectors v
+    WHERE %(ann)s AND v.dims = {dims}
+    ORDER BY {ann_dist}
+    LIMIT %(ann_limit)s
+), ann_hits AS MATERIALIZED (
+    SELECT m.ns_path, m.key, min(a.dist) AS dist
+    FROM ann a
+    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
+    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND m.indexed
+    GROUP BY m.ns_path, m.key
+), exact AS (
+    SELECT m.ns_path, m.key, min({exact_dist}) AS dist
+    FROM {schema}.memories m
+    JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
+    WHERE (SELECT count(*) FROM ann_hits) < %(need)s
+      AND m.tenant_id = %(tenant)s
+      AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND m.indexed AND v.dims = {dims} AND v.embedding IS NOT NULL
+    GROUP BY m.ns_path, m.key
+    ORDER BY dist, m.ns_path, m.key
+    LIMIT %(need)s
+), ranked AS (
+    SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(need)s
+    UNION ALL
+    SELECT * FROM exact
+), hits AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds, m.seq, r.dist
+    FROM ranked r
+    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
+    ORDER BY r.dist, m.seq
+    LIMIT %(limit)s OFFSET %(offset)s
+), refreshed AS (
+    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
+    FROM hits
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
+      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+)
+SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
+       hits.updated_at, hits.expires_at, ({score})::real
+FROM hits
+ORDER BY hits.dist, hits.seq
+
+-- name: memory_search_hybrid
+-- Meaning and words together: the nearest items (as memory_search_vector, %(depth)s of them) and the
+-- items matching most query words (as memory_search, %(depth)s of them), fused by reciprocal rank:
+-- score = 1/(60 + rank by meaning) + 1/(60 + rank by words), a missing rank adding nothing. Equal scores
+-- come in the order first stored.
+WITH ann AS MATERIALIZED (
+    SELECT v.ns_path, v.key, {ann_dist} AS dist
+    FROM {schema}.memory_vectors v
+    WHERE %(ann)s AND v.dims = {dims}
+    ORDER BY {ann_dist}
+    LIMIT %(ann_limit)s
+), ann_hits AS MATERIALIZED (
+    SELECT m.ns_path, m.key, min(a.dist) AS dist
+    FROM ann a
+    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
+    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND m.indexed
+    GROUP BY m.ns_path, m.key
+), exact AS (
+    SELECT m.ns_path, m.key, min({exact_dist}) AS dist
+    FROM {schema}.memories m
+    JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
+    WHERE (SELECT count(*) FROM ann_hits) < %(depth)s
+      AND m.tenant_id = %(tenant)s
+      AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+      AND (m.expires_at IS NULL OR m.expires_at > now())
+      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND m.indexed AND v.dims = {dims} AND v.embedding IS NOT NULL
+    GROUP BY m.ns_path, m.key
+    ORDER BY dist, m.ns_path, m.key
+    LIMIT %(depth)s
+), by_meaning AS (
+    SELECT r.ns_path, r.key, row_number() OVER (ORDER BY r.dist, r.ns_path, r.key) AS rank
+    FROM (SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(depth)s
+          UNION ALL SELECT * FROM exact) r
+), by_words AS (
+    SELECT w.ns_path, w.key, row_number() OVER (ORDER BY w.matched DESC, w.seq) AS rank
+    FROM (
+        SELECT m.ns_path, m.key, m.seq,
+               (SELECT count(*) FROM unnest(%(words)s::tsquery[]) q WHERE m.search @@ q) AS matched
+        FROM {schema}.memories m
+        WHERE %(tsq)s::tsquery IS NOT NULL AND m.search @@ %(tsq)s::tsquery
+          AND m.tenant_id = %(tenant)s
+          AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+          AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+          AND (m.expires_at IS NULL OR m.expires_at > now())
+          AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+          AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+        ORDER BY matched DESC, m.seq
+        LIMIT %(depth)s
+    ) w
+), fused AS (
+    SELECT coalesce(a.ns_path, b.ns_path) AS ns_path, coalesce(a.key, b.key) AS key,
+           coalesce(1.0 / (60 + a.rank), 0) + coalesce(1.0 / (60 + b.rank), 0) AS score
+    FROM by_meaning a FULL JOIN by_words b ON a.ns_path = b.ns_path AND a.key = b.key
+), hits AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds, m.seq, f.score
+    FROM fused f
+    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = f.ns_path AND m.key = f.key
+    ORDER BY f.score DESC, m.seq
+    LIMIT %(limit)s OFFSET %(offset)s
+), refreshed AS (
+    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
+    FROM hits
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
+      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+)
+SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
+       hits.updated_at, hits.expires_at, hits.score::real
+FROM hits
+ORDER BY hits.score DESC, hits.seq
+
+-- name: memory_search_local
+-- Candidates for a search ranked by the client (an encrypted store): every live item under the prefix,
+-- with its sealed embeddings (fields and ciphertexts) and its plain ones of these dimensions.
+SELECT m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at,
+       NULL::real, m.indexed, coalesce(s.fields, '{}'), coalesce(s.sealed, '{}'), coalesce(p.plain, '{}'), m.seq
+FROM {schema}.memories m
+LEFT JOIN LATERAL (
+    SELECT array_agg(v.field ORDER BY v.field) AS fields, array_agg(v.sealed ORDER BY v.field) AS sealed
+    FROM {schema}.memory_vectors v
+    WHERE v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
+      AND v.dims = %(dims)s AND v.sealed IS NOT NULL
+) s ON true
+LEFT JOIN LATERAL (
+    SELECT array_agg(v.embedding ORDER BY v.field) AS plain
+    FROM {schema}.memory_vectors v
+    WHERE v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
+      AND v.dims = %(dims)s AND v.embedding IS NOT NULL
+) p ON true
+WHERE m.tenant_id = %(tenant)s
+  AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+  AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+  AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+ORDER BY m.seq
+
+-- name: memory_refresh_ttl
+-- Push out the expiry of the items a client-side search returned.
+UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
+FROM unnest(%(ns_paths)s::text[], %(keys)s::text[]) AS x(ns_path, key)
+WHERE m.tenant_id = %(tenant)s AND m.ns_path = x.ns_path AND m.key = x.key AND m.ttl_seconds IS NOT NULL
+  AND (m.expires_at IS NULL OR m.expires_at > now())
+
+-- name: memory_vector_mode
+-- What the server offers for search by meaning: pgvector's version (NULL: not installed or not on the
+-- search path), whether halfvec exists (pgvector >= 0.7), whether the configured ANN index exists as a
+-- vector index or as a halfvec one, and whether the server could install pgvector.
+SELECT (SELECT e.extversion FROM pg_extension e WHERE e.extname = 'vector' AND to_regtype('vector') IS NOT NULL),
+       to_regtype('halfvec') IS NOT NULL,
+       to_regclass(format('%%I.%%I', %(schema_name)s::text, %(vector_index)s::text)) IS NOT NULL,
+       to_regclass(format('%%I.%%I', %(schema_name)s::text, %(halfvec_index)s::text)) IS NOT NULL,
+       EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector')
+
+-- name: memory_create_extension
+-- pgvector when the server has it and this role may create it; otherwise search stays exact.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'vector')
+       AND EXISTS (SELECT 1 FROM pg_available_extensions WHERE name = 'vector') THEN
+        BEGIN
+            CREATE EXTENSION vector;
+        EXCEPTION WHEN insufficient_privilege THEN
+            RAISE NOTICE 'pgagentstate: not allowed to create the vector extension; memory search is exact';
+        END;
+    END IF;
+END $$
+
+-- name: memory_create_ann_index
+CREATE INDEX IF NOT EXISTS {index} ON {schema}.memory_vectors
+    USING {method} ((embedding::{vtype}({dims})) {opclass}) {with}
+    WHERE dims = {dims}
