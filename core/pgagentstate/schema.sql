@@ -348,3 +348,19 @@ CREATE INDEX conversations_user_idx ON {schema}.conversations (tenant_id, user_i
 -- `health` sums duplicate hits over the few ledger rows that ever had one; duplicate_hits only changes on
 -- a replay, so the index costs nothing on the claim/succeed path (those updates stay HOT).
 CREATE INDEX idempotency_keys_duplicates_idx ON {schema}.idempotency_keys (tenant_id) WHERE duplicate_hits > 0;
+
+-- Distillation watermarks: how far into each conversation's event log facts were extracted (see
+-- pgagentstate.distill); advanced in the transaction that writes the facts.
+CREATE TABLE {schema}.distill_watermarks (
+    tenant_id       text        NOT NULL,
+    conversation_id text        NOT NULL,
+    seq             bigint      NOT NULL,
+    facts           integer     NOT NULL DEFAULT 0,
+    updated_at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (tenant_id, conversation_id),
+    FOREIGN KEY (tenant_id, conversation_id)
+        REFERENCES {schema}.conversations (tenant_id, id) ON DELETE CASCADE
+);
+ALTER TABLE {schema}.distill_watermarks ENABLE ROW LEVEL SECURITY;
+CREATE POLICY tenant_isolation ON {schema}.distill_watermarks
+    USING (tenant_id = current_setting('pgagentstate.tenant', true));

@@ -28,6 +28,7 @@ from psycopg_pool import ConnectionPool
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
+from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import InvalidInput, translate
 from .models import (
@@ -43,6 +44,7 @@ from .models import (
 )
 from .ops import context_cache
 from .ops import conversations as conv_ops
+from .ops import distill as distill_ops
 from .ops import events as event_ops
 from .ops import ledger as ledger_ops
 from .ops import memory as memory_ops
@@ -987,6 +989,37 @@ class StateStore:
                 self._ctx, prefix=prefix, suffix=suffix, max_depth=max_depth, limit=limit, offset=offset
             )
         )
+
+    # --- distillation --------------------------------------------------------------------------------
+
+    def distill(self, conversation_id: str, distiller: Distiller | None = None) -> DistillResult | None:
+        """Turn the conversation's events past its watermark into facts in its user's long-term memory
+        (see :mod:`pgagentstate.distill`): once per log position (``run_once``), consolidated, committed
+        with the watermark. None when the conversation does not exist. Meant for a worker, not a request."""
+        d = distiller or Distiller()
+        p = self.run(distill_ops.plan(self._ctx, conversation_id))
+        if p is None:
+            return None
+        if p.seq <= p.watermark:
+            return distill_ops.result(p, None, skipped=True)
+
+        def work(key: str) -> dict[str, Any]:
+            del key
+            return self.run(distill_ops.work(self._ctx, p, d))
+
+        outcome: dict[str, Any] = self.run_once(
+            p.key, work, api="distill", conversation_id=conversation_id, lease=d.lease
+        )
+        return distill_ops.result(p, outcome)
+
+    def pending_distillations(self, limit: int = 100) -> list[str]:
+        """Conversations whose event log moved past their distillation watermark, least recently done first."""
+        return self.run(distill_ops.pending(self._ctx, limit))
+
+    def request_distill(self, conversation_id: str) -> None:
+        """Wake the distillation workers for this conversation (a NOTIFY: the after-turn hook of the
+        adapters). Costs one round trip and nothing else; a worker also finds the work without it."""
+        self.run(distill_ops.notify(self._ctx, conversation_id, DISTILL_CHANNEL))
 
     # --- encryption ----------------------------------------------------------------------------------
 

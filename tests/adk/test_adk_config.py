@@ -78,7 +78,7 @@ def test_parse_uri() -> None:
     emb = parse_uri("pgagentstate+embedded:///var/lib/agents/pg?tenant=t1")
     assert (emb.dsn, emb.embedded_dir, emb.tenant) == (None, Path("/var/lib/agents/pg"), "t1")
     assert parse_uri("pgagentstate+embedded://").embedded_dir == Path(".pgagentstate/pg")
-    with pytest.raises(ValueError, match="only tenant= and schema="):
+    with pytest.raises(ValueError, match="only tenant=, schema="):
         parse_uri("pgagentstate+embedded://?sslmode=require")
     with pytest.raises(ValueError, match="not a URI"):
         parse_uri("just-a-path")

@@ -319,3 +319,26 @@ async def test_a_given_store_gets_the_index(dsn: str, schema: str) -> None:
         assert (await store.search_memory(("adk",), query="refunds", mode="text")) == []  # the store itself: words
         mode = await (await memory.store()).memory_search_mode()
         assert mode is not None
+
+
+async def test_a_new_session_knows_what_an_earlier_one_was_told(pg_services: tuple[Any, Any]) -> None:
+    """The after-agent hook wakes the distiller (no extraction in the turn); the distilled facts are in this
+    service's layout, so the next session's search finds the email without the first session ingested."""
+    from pgagentstate.adk import conversation_id_for
+    from pgagentstate.adk.memory_service import distill_after_agent
+
+    sessions, memory = pg_services
+    store = await memory.store()
+    agent = LlmAgent(name="support", model=PreloadRecallLlm(), instruction="help",
+                     after_agent_callback=distill_after_agent(store))
+    runner = Runner(app_name=APP, agent=agent, session_service=sessions, memory_service=memory)
+    user = uid()
+    first = await sessions.create_session(app_name=APP, user_id=user)
+    msg = types.Content(role="user", parts=[types.Part(text="meu email é meu@email.com, pedido #12345")])
+    async for _ in runner.run_async(user_id=user, session_id=first.id, new_message=msg):
+        pass
+    assert (await memory.search_memory(app_name=APP, user_id=user, query="email")).memories == []
+    result = await store.distill(conversation_id_for(APP, user, first.id))  # what the worker does
+    assert result is not None and result.facts == 2
+    found = (await memory.search_memory(app_name=APP, user_id=user, query="email")).memories
+    assert texts(found) == ["email: meu@email.com"]

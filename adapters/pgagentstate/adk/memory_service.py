@@ -20,7 +20,7 @@ session does not bring it back (as ADK's in-memory service does).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, unquote
@@ -35,6 +35,7 @@ from pgagentstate import AsyncStateStore, MemoryIndex
 from pgagentstate.embedding import embedder_from_spec
 from pgagentstate.models import Memory
 
+from ._ids import conversation_id_for
 from ._store import StoreHandle
 
 if TYPE_CHECKING:
@@ -269,3 +270,18 @@ def _ttl(custom_metadata: Mapping[str, object] | None) -> float | None:
     return float(ttl)
 
 
+
+
+def distill_after_agent(store: AsyncStateStore) -> Callable[[Any], Awaitable[None]]:
+    """An ADK ``after_agent_callback`` that wakes the distillation workers for the session just served
+    (``pgagentstate.distill``): one NOTIFY, no extraction in the request. Facts land in this service's
+    layout (``("adk", app, user, "memories")``), where ``search_memory`` and ``preload_memory`` find them.
+
+    ``LlmAgent(..., after_agent_callback=distill_after_agent(store))``.
+    """
+
+    async def callback(callback_context: Any) -> None:
+        session = callback_context.get_invocation_context().session
+        await store.request_distill(conversation_id_for(session.app_name, session.user_id, session.id))
+
+    return callback

@@ -315,3 +315,11 @@ def _latest_user_text(ctx: RunContextWrapper[Any]) -> str | None:
         if isinstance(content, list):
             return " ".join(p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
     return None
+
+
+async def request_distill(session: Any) -> None:
+    """After a run, wake the distillation workers for this :class:`PostgresSession`'s conversation
+    (``pgagentstate.distill``): one NOTIFY, nothing extracted in the request. Facts land in the layout of
+    :func:`memory_tools` (``("openai_agents", "memories", user)``), where ``recall`` and
+    :func:`memory_instructions` find them."""
+    await session.store.request_distill(session.session_id)

@@ -11,31 +11,13 @@ from .. import textsearch
 from ..codec import check_id, check_text, encode
 from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
-from ..sealing import ad, seal, unseal
+from ..sealing import seal
 from . import memory_index
-from .base import Ctx, Op, Row, count, many, one
+from .base import Ctx, Op, count, many, one
+from .memory_rows import SEP, contains, memory_ad, memory_from_row, ns_path
 
-SEP = "\x1f"
 # The greatest code point: every path that starts with a prefix sorts below prefix + this (C collation).
 _TOP = "\U0010ffff"
-
-
-def memory_ad(ctx: Ctx, labels: Sequence[str], key: str) -> str:
-    return ad(ctx.tenant, "memory", ns_path(labels), key)
-
-
-def memory_from_row(ctx: Ctx, row: Row) -> Memory:
-    return Memory(
-        namespace=tuple(row[0]),
-        key=row[1],
-        value=unseal(ctx.cipher, row[2], memory_ad(ctx, row[0], row[1])),
-        user_id=row[3],
-        version=row[4],
-        created_at=row[5],
-        updated_at=row[6],
-        expires_at=row[7],
-        score=None if row[8] is None else float(row[8]),
-    )
 
 
 def check_namespace(
@@ -53,10 +35,6 @@ def check_namespace(
         if label == "*" and not wildcards:
             raise InvalidId("'*' is only allowed in namespace patterns", path=f"namespace[{i}]")
     return labels
-
-
-def ns_path(labels: Sequence[str]) -> str:
-    return "".join(label + SEP for label in labels)
 
 
 def pattern_params(prefix: Sequence[str] | None, suffix: Sequence[str] | None) -> dict[str, Any]:
@@ -96,7 +74,7 @@ SEARCH_MODES = ("auto", "text", "vector", "hybrid")
 Item = tuple[Sequence[str], str, Mapping[str, Any]] | tuple[Sequence[str], str, Mapping[str, Any], Index]
 
 
-def _entry(ctx: Ctx, namespace: Sequence[str], key: str, value: Any, index: Index, path: str) -> memory_index.Entry:
+def entry(ctx: Ctx, namespace: Sequence[str], key: str, value: Any, index: Index, path: str) -> memory_index.Entry:
     labels = check_namespace(ctx, namespace)
     check_id(key, f"{path}.key" if path != "value" else "key", ctx.limits)
     if not isinstance(value, Mapping):
@@ -131,7 +109,7 @@ def put(
 ) -> Op[Memory]:
     check_text(user_id, "user_id", ctx.limits)
     ttl = _check_ttl(ttl)
-    e = _entry(ctx, namespace, key, value, index, "value")
+    e = entry(ctx, namespace, key, value, index, "value")
     if ctx.memory_index is not None:
         rows = yield from memory_index.write(
             ctx, [e], ttl=ttl, user_id=user_id, if_absent=False, expected_version=expected_version
@@ -173,7 +151,7 @@ def put_many(
             raise InvalidInput("an item is (namespace, key, value) or (namespace, key, value, index)",
                                path=f"items[{i}]")
         index: Index = item[3] if len(item) == 4 else None
-        entries.append(_entry(ctx, item[0], item[1], item[2], index, f"items[{i}]"))
+        entries.append(entry(ctx, item[0], item[1], item[2], index, f"items[{i}]"))
     if len({(e.ns_path, e.key) for e in entries}) != len(entries):
         raise InvalidInput("the same namespace and key appear twice in one batch", path="items")
     if not entries:
@@ -183,6 +161,14 @@ def put_many(
             ctx, entries, ttl=ttl, user_id=user_id, if_absent=if_absent, expected_version=None
         )
         return len(rows)
+    return (yield from write_plain(ctx, entries, ttl=ttl, user_id=user_id, if_absent=if_absent))
+
+
+def write_plain(
+    ctx: Ctx, entries: Sequence[memory_index.Entry], *, ttl: float | None, user_id: str, if_absent: bool
+) -> Op[int]:
+    """Write items without embeddings (a store without a memory index), in one statement."""
+    del ctx
     return (
         yield from count(
             "memory_put_many",
@@ -287,15 +273,6 @@ def search(
     return [memory_from_row(ctx, r) for r in rows]
 
 
-def _contains(value: Any, pattern: Any) -> bool:
-    """jsonb ``@>`` for decrypted values."""
-    if isinstance(pattern, dict):
-        return isinstance(value, dict) and all(k in value and _contains(value[k], v) for k, v in pattern.items())
-    if isinstance(pattern, list):
-        return isinstance(value, list) and all(any(_contains(v, p) for v in value) for p in pattern)
-    return bool(value == pattern)
-
-
 def local_search(
     items: list[Memory], words: list[tuple[str, ...]] | None, filter: Mapping[str, Any] | None
 ) -> list[Memory]:
@@ -303,7 +280,7 @@ def local_search(
     of the query's words they contain, equal ranks in the order the server listed them (with a query: the
     order first stored, as in SQL)."""
     if filter is not None:
-        items = [m for m in items if _contains(m.value, dict(filter))]
+        items = [m for m in items if contains(m.value, dict(filter))]
     if words is None:
         return items
     scored = []

@@ -20,6 +20,7 @@ from ..errors import InvalidInput
 from ..models import Memory
 from ..sealing import ad
 from .base import Call, Ctx, Op, Row, Stmt, Tx
+from .memory_rows import contains, memory_from_row, ns_path
 
 _OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
 _OPCLASS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
@@ -166,8 +167,10 @@ def write(
     user_id: str,
     if_absent: bool,
     expected_version: int | None,
+    hold: bool = False,
 ) -> Op[list[Row]]:
-    """Write items and their embeddings; returns the rows written (memory columns)."""
+    """Write items and their embeddings; returns the rows written (memory columns). ``hold``: the caller
+    holds a transaction open (distillation's watermark); it commits with the write."""
     vs = _settings(ctx)
     sealed = vs.sealed(ctx)
     stored: dict[tuple[str, str, str], tuple[bytes, int, bool]] = {}
@@ -179,7 +182,8 @@ def write(
                     {"ns_paths": [e.ns_path for e in entries], "keys": [e.key for e in entries]},
                     "all",
                 ),
-            )
+            ),
+            hold=hold,
         )
         stored = {(r[0], r[1], r[2]): (bytes(r[3]), r[4], r[5]) for r in rows}
     fields: list[tuple[Entry, str, bytes, str | None]] = []  # entry, field, hash, text to embed (None: kept)
@@ -293,8 +297,6 @@ def search(
 ) -> Op[list[Memory]]:
     """Items nearest to ``query`` by meaning; with ``words`` (a hybrid search), fused with the ranking by
     query words."""
-    from .memory import memory_from_row
-
     vs = _settings(ctx)
     mode = yield from detect(ctx)
     qvec = yield from _embed_query(vs, query)
@@ -346,8 +348,6 @@ def _search_here(
     refresh_ttl: bool,
 ) -> Op[list[Memory]]:
     """Decrypt the items (and sealed embeddings) under the prefix and rank them here, as the SQL would."""
-    from .memory import _contains, memory_from_row, ns_path
-
     (rows,) = yield Tx(
         (Stmt("memory_search_local", {**pattern, "user_id": user_id, "dims": vs.index.dims}, "all"),),
         replica=True,
@@ -357,7 +357,7 @@ def _search_here(
     candidates: list[tuple[int, Memory]] = []
     for row in rows:
         m = memory_from_row(ctx, row)
-        if filter is not None and not _contains(m.value, dict(filter)):
+        if filter is not None and not contains(m.value, dict(filter)):
             continue
         seq = row[13]
         candidates.append((seq, m))
@@ -389,8 +389,6 @@ def _search_here(
 
 
 def _open_vector(ctx: Ctx, row: Row, field: str, sealed: bytes) -> list[float]:
-    from .memory import ns_path
-
     assert ctx.cipher is not None
     where = ad(ctx.tenant, "memory-vector", ns_path(row[0]), row[1], field)
     return from_float4_bytes(ctx.cipher.open_bytes(bytes(sealed), where))

@@ -15,7 +15,7 @@ from ..base import Ctx, Op, Stmt, Tx
 from ..conversations import conversation_from_row
 from ..events import event_from_row
 from ..ledger import entry_from_row
-from ..memory import memory_ad
+from ..memory_rows import memory_ad
 from ..workflow import step_from_row
 from .jsonable import to_jsonable
 
