@@ -24,6 +24,7 @@ import asyncio
 import base64
 import hashlib
 import hmac
+import logging
 import os
 import struct
 import threading
@@ -54,6 +55,8 @@ class Cache(Protocol):
     @property
     def default(self) -> Any: ...
 
+
+log = logging.getLogger("pgagentstate.redis")
 
 DEFAULT_URL = "redis://127.0.0.1:6379/0"
 SECRET_ENV = "PGAGENTSTATE_REDIS_SECRET"
@@ -323,18 +326,28 @@ class RedisTier:
             now = time.monotonic()
             self._counters["errors"] += 1
             self._counters["fallbacks"] += 1
-            if self._down_since is None:
+            went_down = self._down_since is None
+            if went_down:
                 self._down_since = time.time()
             self._retry_at = now + self.retry_after
             self._last_error = f"{type(exc).__name__}: {exc}"[:300]
+        if went_down:  # once per outage, not once per call
+            log.warning(
+                "Redis tier %s unreachable (%s): serving from Postgres, retrying every %.1f s",
+                _redacted(self.url), self._last_error, self.retry_after,
+            )
 
     def _succeeded(self) -> None:
         with self._lock:
             self._counters["calls"] += 1
-            if self._retry_at is not None:
+            recovered = self._retry_at is not None
+            if recovered:
+                down_for = time.time() - (self._down_since or time.time())
                 self._retry_at = None
                 self._down_since = None
                 self._counters["recoveries"] += 1
+        if recovered:
+            log.warning("Redis tier %s answers again after %.1f s down", _redacted(self.url), down_for)
 
     # --- running commands -----------------------------------------------------------------------------
 
