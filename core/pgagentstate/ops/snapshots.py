@@ -285,6 +285,14 @@ def put_writes(
             raise InvalidInput(f"writes[{i}] must be a SnapshotWrite", path=f"writes[{i}]")
         check_id(w.task_id, f"writes[{i}].task_id", lim)
         check_text(w.channel, f"writes[{i}].channel", lim, allow_empty=False)
+    # One row per (task, idx), as one statement cannot upsert a row twice: within a call as across calls,
+    # a special write (negative idx, e.g. several interrupts of one task) replaces an earlier one and a
+    # regular write does not.
+    unique: dict[tuple[str, int], tuple[int, SnapshotWrite]] = {}
+    for i, w in enumerate(writes):
+        key = (w.task_id, int(w.idx))
+        if key[1] < 0 or key not in unique:
+            unique[key] = (i, w)
     params = {
         "conversation_id": conversation_id,
         "namespace": namespace,
@@ -294,7 +302,7 @@ def put_writes(
              json_b64(_seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
                             write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx)))),
              json_str(w.task_path))
-            for i, w in enumerate(writes)
+            for i, w in unique.values()
         ),
     }
     (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
