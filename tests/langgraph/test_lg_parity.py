@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 
+from pgagentstate.errors import NotFound
 from pgagentstate.langgraph import PostgresCheckpointer
 
 
@@ -31,3 +33,18 @@ def test_several_special_writes_of_one_task_in_one_call(saver: PostgresCheckpoin
     assert got is not None
     assert sorted(got.pending_writes) == [("t2", "__resume__", 2), ("t2", "x", "first"), ("t2", "x", "second"),
                                           ("task", "__interrupt__", "b")]
+
+
+def test_first_put_of_a_new_thread_may_name_a_parent(saver: PostgresCheckpointer) -> None:
+    """A config that names a checkpoint_id the thread never had (e.g. copied from elsewhere) starts the
+    thread, as with PostgresSaver; only a deleted thread stays deleted."""
+    saver.setup()
+    got = put(saver, "new", "1f000000-0000-6000-8000-000000000000")
+    assert saver.get_tuple(conf("new")) is not None
+    assert got == {"configurable": {"thread_id": "new", "checkpoint_ns": "",
+                                    "checkpoint_id": got["configurable"]["checkpoint_id"]}}
+    saver.delete_thread("new")
+    with pytest.raises(NotFound):
+        put(saver, "new", got["configurable"]["checkpoint_id"])
+    assert saver.get_tuple(conf("new")) is None
+

@@ -241,16 +241,25 @@ def put(
         "n_bases": sum(b is not None for b in bases),
     }
     stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
+    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
     if parent_id is None:
         # A new chain: the only snapshot that may create its conversation (and undelete it).
-        conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
         stmts = (
             Stmt("snapshot_conversation_ensure", {**conv, "revive": True}, "none"),
             Stmt("snapshot_tombstone_clear", conv, "none"),
             *stmts,
         )
     try:
-        results = yield Tx(stmts)
+        try:
+            results = yield Tx(stmts)
+        except NotFound:
+            if parent_id is None:
+                raise
+            # The conversation does not exist: a first put that names a parent the thread never had
+            # creates it, unless it was deleted (then this is a late write of a run still in flight, and
+            # NotFound stands). Only on this path, so that a put costs one statement.
+            ensure = Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none")
+            results = yield Tx((ensure, *stmts))
     except AlreadyExists:
         # snapshots_linear_child_idx: another writer continued this chain from the same parent first.
         head = yield from one("snapshot_head", conversation_id=conversation_id, namespace=namespace)
