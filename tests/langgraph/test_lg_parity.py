@@ -48,3 +48,14 @@ def test_first_put_of_a_new_thread_may_name_a_parent(saver: PostgresCheckpointer
         put(saver, "new", got["configurable"]["checkpoint_id"])
     assert saver.get_tuple(conf("new")) is None
 
+
+def test_configs_are_exactly_postgres_savers(saver: PostgresCheckpointer) -> None:
+    """put, get_tuple and list return {thread_id, checkpoint_ns, checkpoint_id}, nothing else, whether
+    the checkpoint is the head or not."""
+    saver.setup()
+    first = put(saver, "c", None, step=-1)
+    second = put(saver, "c", first["configurable"]["checkpoint_id"])
+    old = saver.get_tuple(first)
+    assert old is not None and old.config == first
+    assert [t.config for t in saver.list(conf("c"))] == [second, first]
+    assert [t.parent_config for t in saver.list(conf("c"))] == [first, None]

@@ -4,7 +4,8 @@ fixtures yield our ``PostgresCheckpointer`` on a fresh schema, and only those va
 LangGraph's ``tests/conftest.py`` builds ``sync_checkpointer`` / ``async_checkpointer`` from context managers
 it imports from ``tests/conftest_checkpointer.py`` (``_checkpointer_postgres``, ``_checkpointer_postgres_aio``).
 When that conftest registers, this plugin rebinds those names in it to ours: nothing of upstream is copied.
-Tests that take no checkpointer, or another one (memory, sqlite), or a Redis cache, are deselected.
+Tests that take no checkpointer, or another one (memory, sqlite), a Redis cache or upstream's Postgres
+store (both want LangGraph's docker services) are deselected.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         params = getattr(getattr(item, "callspec", None), "params", {})
         ours = any(params.get(fixture) == variant for fixture, variant in RUN.items())
-        (keep if ours and params.get("cache") != "redis" else drop).append(item)
+        services = params.get("cache") == "redis" or params.get("sync_store", params.get("async_store")) not in (
+            None, "in_memory")
+        (keep if ours and not services else drop).append(item)
     items[:] = keep
     config.hook.pytest_deselected(items=drop)

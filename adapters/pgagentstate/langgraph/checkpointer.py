@@ -30,6 +30,7 @@ from pgagentstate.errors import NotFound
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
 from . import _codec as codec
+from ._forks import ForkPoints
 from ._objcache import ObjectCache
 from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
 
@@ -78,6 +79,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             kw["encryption"] = encryption
         self._stores = Stores(conn, store, **kw)
         self._known = codec.KnownChunks()
+        self._forks = ForkPoints()
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 
     @classmethod
@@ -110,16 +112,17 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and namespace, in one round trip."""
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap)
+        return self._loaded(snap, checkpoint_id is not None)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap)
+        return self._loaded(snap, checkpoint_id is not None)
 
-    def _loaded(self, snap: Snapshot | None) -> CheckpointTuple | None:
+    def _loaded(self, snap: Snapshot | None, named: bool) -> CheckpointTuple | None:
         if snap is None:
             return None
+        self._forks.read(snap, named)
         self._known.remember_read(snap)
         return codec.to_tuple(codec.Decoder(self.serde, self._cache), snap)
 
@@ -163,7 +166,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         the thread from the same parent (see docs/langgraph.md, "Forks and conflicts")."""
         call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
         self._run(call)
-        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+        return codec.make_config(thread_id, ns, checkpoint["id"])
 
     async def aput(
         self,
@@ -174,7 +177,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
         await self._arun(call)
-        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+        return codec.make_config(thread_id, ns, checkpoint["id"])
 
     def _put_call(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -188,7 +191,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         kw = {
             "namespace": ns, "parent_id": parent_id, "type": typ, "data": data, "metadata": meta,
             "channel_versions": versions, "run_id": None if run_id is None else str(run_id),
-            "forked": codec.is_fork(config, meta), "framework": codec.FRAMEWORK,
+            "forked": self._forks.is_fork(thread_id, ns, config, meta), "framework": codec.FRAMEWORK,
         }
         # Some chunks or bases go by reference: a NotFound may mean they were deleted meanwhile.
         retry = any(b.base is not None or any(isinstance(p, str) for p in b.chunks) for b in sendable)
