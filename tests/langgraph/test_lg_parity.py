@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
+import operator
+from typing import Annotated, Any, TypedDict
 
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, interrupt
 
 from pgagentstate.errors import NotFound
 from pgagentstate.langgraph import PostgresCheckpointer
@@ -59,3 +62,60 @@ def test_configs_are_exactly_postgres_savers(saver: PostgresCheckpointer) -> Non
     assert old is not None and old.config == first
     assert [t.config for t in saver.list(conf("c"))] == [second, first]
     assert [t.parent_config for t in saver.list(conf("c"))] == [first, None]
+
+
+class Notes(TypedDict):
+    notes: Annotated[list[str], operator.add]
+
+
+def graph_with_a_persistent_subgraph(saver: PostgresCheckpointer) -> Any:
+    def ask(state: Notes) -> Notes:
+        return {"notes": [f"answer:{interrupt('question')}"]}
+
+    sub = (StateGraph(Notes).add_node("prepare", lambda s: {"notes": ["prepared"]}).add_node("ask", ask)
+           .add_edge(START, "prepare").add_edge("prepare", "ask").compile(checkpointer=True))
+    return (StateGraph(Notes).add_node("start", lambda s: {"notes": ["started"]}).add_node("sub", sub)
+            .add_node("finish", lambda s: {"notes": ["finished"]})
+            .add_edge(START, "start").add_edge("start", "sub").add_edge("sub", "finish")
+            .compile(checkpointer=saver))
+
+
+def test_replay_and_resume_with_a_persistent_subgraph(saver: PostgresCheckpointer) -> None:
+    """Replaying the parent checkpoint before a persistent subgraph reruns the subgraph on a branch of its
+    namespace (no VersionConflict), and resuming that replay with a new answer uses the new answer."""
+    saver.setup()
+    graph = graph_with_a_persistent_subgraph(saver)
+    config: Any = {"configurable": {"thread_id": "sub"}}
+    graph.invoke({"notes": []}, config)
+    assert graph.invoke(Command(resume="old"), config)["notes"][-2:] == ["answer:old", "finished"]
+    before_sub = next(s for s in graph.get_state_history(config) if s.next == ("sub",))
+
+    replayed = graph.invoke(None, before_sub.config)
+    assert [i.value for i in replayed["__interrupt__"]] == ["question"]
+    result = graph.invoke(Command(resume="new"), config)
+    # "started" twice: the subgraph's state starts as the parent's and its output is added to it.
+    assert result["notes"] == ["started", "started", "prepared", "answer:new", "finished"]  # as PostgresSaver
+
+
+
+def test_replay_from_before_a_persistent_subgraph_first_ran(saver: PostgresCheckpointer) -> None:
+    """Replaying from before the subgraph's first run: its namespace has no checkpoint before the replay
+    point, so the replayed subgraph starts a new root there — a deliberate branch, not a VersionConflict."""
+    saver.setup()
+    seen: list[list[str]] = []
+
+    def count(state: Notes) -> Notes:
+        seen.append(list(state["notes"]))
+        return {"notes": ["counted"]}
+
+    sub = StateGraph(Notes).add_node("count", count).add_edge(START, "count").compile(checkpointer=True)
+    graph = (StateGraph(Notes).add_node("start", lambda s: {"notes": []}).add_node("sub", sub)
+             .add_edge(START, "start").add_edge("start", "sub").compile(checkpointer=saver))
+    config: Any = {"configurable": {"thread_id": "first"}}
+    graph.invoke({"notes": []}, config)
+    graph.invoke({"notes": []}, config)
+    first_run = [s for s in graph.get_state_history(config) if s.next == ("sub",)][-1]
+
+    seen.clear()
+    graph.invoke(None, first_run.config, durability="sync")
+    assert seen == [[]]  # the subgraph's state before the first run
