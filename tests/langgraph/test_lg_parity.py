@@ -8,7 +8,7 @@ from typing import Annotated, Any, TypedDict
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.graph import START, StateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command, Send, interrupt
 
 from pgagentstate.errors import NotFound
 from pgagentstate.langgraph import PostgresCheckpointer
@@ -119,3 +119,24 @@ def test_replay_from_before_a_persistent_subgraph_first_ran(saver: PostgresCheck
     seen.clear()
     graph.invoke(None, first_run.config, durability="sync")
     assert seen == [[]]  # the subgraph's state before the first run
+
+
+def test_pending_sends_of_legacy_checkpoints_are_migrated(saver: PostgresCheckpointer) -> None:
+    """A checkpoint of format v < 4 kept its sends as writes to its parent: reads move them into the
+    __pregel_tasks channel, at the highest version of the checkpoint (as PostgresSaver does)."""
+    saver.setup()
+    root = {**empty_checkpoint(), "v": 4}
+    parent = saver.put(conf("old"), root, {"source": "input", "step": -1, "parents": {}}, {})
+    saver.put_writes(parent, [("__pregel_tasks", Send("n", 1)), ("__pregel_tasks", Send("n", 2))], task_id="t")
+    legacy = {**empty_checkpoint(), "v": 3, "channel_versions": {"a": "a1.000001", "b": "a2.000002"},
+              "channel_values": {"a": 1, "b": 2}}
+    versions = dict(legacy["channel_versions"])
+    child = saver.put(parent, legacy, {"source": "loop", "step": 0, "parents": {}}, versions)
+
+    # read alone, and listed without and with its parent
+    for got in (saver.get_tuple(child), *saver.list(conf("old"), limit=1), next(iter(saver.list(conf("old"))))):
+        assert got is not None and got.config == child
+        assert got.checkpoint["channel_values"]["__pregel_tasks"] == [Send("n", 1), Send("n", 2)]
+        assert got.checkpoint["channel_versions"]["__pregel_tasks"] == "a2.000002"
+    head = saver.get_tuple(parent)
+    assert head is not None and "__pregel_tasks" not in head.checkpoint["channel_values"]  # v4: as stored

@@ -44,6 +44,8 @@ LIST_TYPE = "pgagentstate/list"
 #: Strings up to this many characters stay inline in the checkpoint row.
 INLINE_STR_MAX = 1024
 FRAMEWORK = "langgraph"
+#: LangGraph's channel of pending sends (``langgraph._internal._constants.TASKS``).
+TASKS = "__pregel_tasks"
 
 
 def thread_of(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -319,6 +321,24 @@ def dump_writes(
             typ, data = _compress(typ, data)
         out.append(SnapshotWrite(str(task_id), WRITES_IDX_MAP.get(channel, i), channel, typ, data, task_path))
     return out
+
+
+def legacy_parent(tup: CheckpointTuple) -> str | None:
+    """The parent of a checkpoint of format v < 4, which kept its pending sends as writes of its parent."""
+    if tup.checkpoint.get("v", 4) >= 4 or tup.parent_config is None:
+        return None
+    return cast(str, tup.parent_config["configurable"]["checkpoint_id"])
+
+
+def migrate_sends(serde: SerializerProtocol, checkpoint: Checkpoint, parent: Snapshot | None) -> None:
+    """Move the sends a legacy checkpoint's parent holds into its TASKS channel, at the checkpoint's highest
+    channel version (what PostgresSaver does, and LangGraph expects of a saver)."""
+    sends = [load_write(serde, w) for w in parent.writes if w.channel == TASKS] if parent is not None else []
+    if not sends:
+        return
+    checkpoint["channel_values"][TASKS] = sends
+    versions = checkpoint["channel_versions"]
+    versions[TASKS] = max(versions.values()) if versions else next_version(None)
 
 
 def delta_history(

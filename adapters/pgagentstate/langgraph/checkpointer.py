@@ -112,12 +112,19 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and namespace, in one round trip."""
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap, checkpoint_id is not None)
+        tup = self._loaded(snap, checkpoint_id is not None)
+        if tup is not None and (parent_id := codec.legacy_parent(tup)):
+            codec.migrate_sends(self.serde, tup.checkpoint, self._run(_get_snapshot(thread_id, ns, parent_id)))
+        return tup
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap, checkpoint_id is not None)
+        tup = self._loaded(snap, checkpoint_id is not None)
+        if tup is not None and (parent_id := codec.legacy_parent(tup)):
+            parent = await self._arun(_get_snapshot(thread_id, ns, parent_id))
+            codec.migrate_sends(self.serde, tup.checkpoint, parent)
+        return tup
 
     def _loaded(self, snap: Snapshot | None, named: bool) -> CheckpointTuple | None:
         if snap is None:
@@ -136,10 +143,14 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; one query however many, each distinct message decoded once."""
         call, post = _list_call(config, filter, before, limit)
-        snaps = self._run(call)
+        snaps = post(self._run(call))
         decoder = codec.Decoder(self.serde, self._cache)
-        for snap in post(snaps):
-            yield codec.to_tuple(decoder, snap)
+        for snap in snaps:
+            tup = codec.to_tuple(decoder, snap)
+            if parent_id := codec.legacy_parent(tup):
+                parent = _listed(snaps, snap, parent_id) or self._run(_get_snapshot(*_where(snap), parent_id))
+                codec.migrate_sends(self.serde, tup.checkpoint, parent)
+            yield tup
 
     async def alist(
         self,
@@ -150,10 +161,14 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         call, post = _list_call(config, filter, before, limit)
-        snaps = await self._arun(call)
+        snaps = post(await self._arun(call))
         decoder = codec.Decoder(self.serde, self._cache)
-        for snap in post(snaps):
-            yield codec.to_tuple(decoder, snap)
+        for snap in snaps:
+            tup = codec.to_tuple(decoder, snap)
+            if parent_id := codec.legacy_parent(tup):
+                parent = _listed(snaps, snap, parent_id) or await self._arun(_get_snapshot(*_where(snap), parent_id))
+                codec.migrate_sends(self.serde, tup.checkpoint, parent)
+            yield tup
 
     def put(
         self,
@@ -344,6 +359,19 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         return codec.next_version(current)
+
+
+def _get_snapshot(thread_id: str, ns: str, snapshot_id: str) -> StoreCall:
+    return lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=snapshot_id)
+
+
+def _where(snap: Snapshot) -> tuple[str, str]:
+    return snap.conversation_id, snap.namespace
+
+
+def _listed(snaps: list[Snapshot], child: Snapshot, snapshot_id: str) -> Snapshot | None:
+    """The parent of a listed snapshot when it is listed too (legacy sends: no second read)."""
+    return next((s for s in snaps if s.snapshot_id == snapshot_id and _where(s) == _where(child)), None)
 
 
 def _retire_calls(thread_ids: list[str], strategy: str) -> list[StoreCall]:
