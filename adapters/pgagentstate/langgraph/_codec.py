@@ -39,18 +39,13 @@ from pgagentstate.ops.snapshots import ChannelHistory, Snapshot, SnapshotBlob, S
 
 from ._objcache import ObjectCache
 
-#: Config key set on configs of checkpoints that are not the head of their namespace. A run that loaded
-#: such a checkpoint on purpose (time travel, update_state on an old checkpoint, get_state_history) and
-#: then saves a child of it is starting a branch, not racing another writer: that child is stored as a fork.
-FORK_FROM = "__pgagentstate_fork_from__"
-#: Config key LangGraph's run loop sets on the configs it passes to the saver (its durability mode): a put
-#: that carries it comes from a graph run, not from a direct call of the saver's API.
-RUN_KEY = "__pregel_durability"
 #: Blob type of a list stored one element per chunk.
 LIST_TYPE = "pgagentstate/list"
 #: Strings up to this many characters stay inline in the checkpoint row.
 INLINE_STR_MAX = 1024
 FRAMEWORK = "langgraph"
+#: LangGraph's channel of pending sends (``langgraph._internal._constants.TASKS``).
+TASKS = "__pregel_tasks"
 
 
 def thread_of(config: RunnableConfig) -> tuple[str, str, str | None]:
@@ -61,11 +56,8 @@ def thread_of(config: RunnableConfig) -> tuple[str, str, str | None]:
     return str(conf["thread_id"]), str(conf.get("checkpoint_ns") or ""), conf.get("checkpoint_id") or None
 
 
-def make_config(thread_id: str, ns: str, checkpoint_id: str, *, fork_point: bool) -> RunnableConfig:
-    conf: dict[str, Any] = {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}
-    if fork_point:
-        conf[FORK_FROM] = checkpoint_id
-    return {"configurable": conf}
+def make_config(thread_id: str, ns: str, checkpoint_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id, "checkpoint_ns": ns, "checkpoint_id": checkpoint_id}}
 
 
 _B36 = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -302,24 +294,6 @@ def metadata_for(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[s
     return dict(get_serializable_checkpoint_metadata(config, metadata))
 
 
-def is_fork(config: RunnableConfig, metadata: Mapping[str, Any]) -> bool | None:
-    """Whether a put starts a branch on purpose (stored as a fork) rather than continuing the chain.
-
-    With a parent: the run loaded that parent while it was not the head (see FORK_FROM). Without one, from
-    a graph run: the run found the thread empty, so its checkpoint claims the thread — a run's input
-    checkpoint (step -1), or with ``durability="exit"`` the only one it saves — and of two first runs
-    racing, one gets VersionConflict instead of both winning. Without one, from a direct call: it claims the
-    thread if the thread is still empty and is a branch otherwise (None: the core decides when it writes).
-    """
-    conf = config.get("configurable") or {}
-    parent = conf.get("checkpoint_id")
-    if parent:
-        return bool(conf.get(FORK_FROM) == parent)
-    if metadata.get("step") == -1 or RUN_KEY in conf:
-        return False
-    return None
-
-
 def load_write(serde: SerializerProtocol, w: SnapshotWrite) -> Any:
     return serde.loads_typed(_decompress(w.type, w.data))
 
@@ -327,13 +301,11 @@ def load_write(serde: SerializerProtocol, w: SnapshotWrite) -> Any:
 def to_tuple(decoder: Decoder, snap: Snapshot) -> CheckpointTuple:
     writes: list[PendingWrite] = [(w.task_id, w.channel, load_write(decoder.serde, w)) for w in snap.writes]
     return CheckpointTuple(
-        config=make_config(snap.conversation_id, snap.namespace, snap.snapshot_id, fork_point=not snap.is_head),
+        config=make_config(snap.conversation_id, snap.namespace, snap.snapshot_id),
         checkpoint=load_checkpoint(decoder, snap),
         metadata=snap.metadata,  # type: ignore[arg-type]
         parent_config=(
-            make_config(snap.conversation_id, snap.namespace, snap.parent_id, fork_point=True)
-            if snap.parent_id
-            else None
+make_config(snap.conversation_id, snap.namespace, snap.parent_id) if snap.parent_id else None
         ),
         pending_writes=writes,
     )
@@ -349,6 +321,24 @@ def dump_writes(
             typ, data = _compress(typ, data)
         out.append(SnapshotWrite(str(task_id), WRITES_IDX_MAP.get(channel, i), channel, typ, data, task_path))
     return out
+
+
+def legacy_parent(tup: CheckpointTuple) -> str | None:
+    """The parent of a checkpoint of format v < 4, which kept its pending sends as writes of its parent."""
+    if tup.checkpoint.get("v", 4) >= 4 or tup.parent_config is None:
+        return None
+    return cast(str, tup.parent_config["configurable"]["checkpoint_id"])
+
+
+def migrate_sends(serde: SerializerProtocol, checkpoint: Checkpoint, parent: Snapshot | None) -> None:
+    """Move the sends a legacy checkpoint's parent holds into its TASKS channel, at the checkpoint's highest
+    channel version (what PostgresSaver does, and LangGraph expects of a saver)."""
+    sends = [load_write(serde, w) for w in parent.writes if w.channel == TASKS] if parent is not None else []
+    if not sends:
+        return
+    checkpoint["channel_values"][TASKS] = sends
+    versions = checkpoint["channel_versions"]
+    versions[TASKS] = max(versions.values()) if versions else next_version(None)
 
 
 def delta_history(

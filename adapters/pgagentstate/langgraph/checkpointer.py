@@ -30,6 +30,7 @@ from pgagentstate.errors import NotFound
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
 from . import _codec as codec
+from ._forks import ForkPoints
 from ._objcache import ObjectCache
 from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
 
@@ -78,6 +79,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             kw["encryption"] = encryption
         self._stores = Stores(conn, store, **kw)
         self._known = codec.KnownChunks()
+        self._forks = ForkPoints()
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 
     @classmethod
@@ -110,16 +112,24 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the latest of its thread and namespace, in one round trip."""
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap)
+        tup = self._loaded(snap, checkpoint_id is not None)
+        if tup is not None and (parent_id := codec.legacy_parent(tup)):
+            codec.migrate_sends(self.serde, tup.checkpoint, self._run(_get_snapshot(thread_id, ns, parent_id)))
+        return tup
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
-        return self._loaded(snap)
+        tup = self._loaded(snap, checkpoint_id is not None)
+        if tup is not None and (parent_id := codec.legacy_parent(tup)):
+            parent = await self._arun(_get_snapshot(thread_id, ns, parent_id))
+            codec.migrate_sends(self.serde, tup.checkpoint, parent)
+        return tup
 
-    def _loaded(self, snap: Snapshot | None) -> CheckpointTuple | None:
+    def _loaded(self, snap: Snapshot | None, named: bool) -> CheckpointTuple | None:
         if snap is None:
             return None
+        self._forks.read(snap, named)
         self._known.remember_read(snap)
         return codec.to_tuple(codec.Decoder(self.serde, self._cache), snap)
 
@@ -133,10 +143,14 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints newest first; one query however many, each distinct message decoded once."""
         call, post = _list_call(config, filter, before, limit)
-        snaps = self._run(call)
+        snaps = post(self._run(call))
         decoder = codec.Decoder(self.serde, self._cache)
-        for snap in post(snaps):
-            yield codec.to_tuple(decoder, snap)
+        for snap in snaps:
+            tup = codec.to_tuple(decoder, snap)
+            if parent_id := codec.legacy_parent(tup):
+                parent = _listed(snaps, snap, parent_id) or self._run(_get_snapshot(*_where(snap), parent_id))
+                codec.migrate_sends(self.serde, tup.checkpoint, parent)
+            yield tup
 
     async def alist(
         self,
@@ -147,10 +161,14 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         call, post = _list_call(config, filter, before, limit)
-        snaps = await self._arun(call)
+        snaps = post(await self._arun(call))
         decoder = codec.Decoder(self.serde, self._cache)
-        for snap in post(snaps):
-            yield codec.to_tuple(decoder, snap)
+        for snap in snaps:
+            tup = codec.to_tuple(decoder, snap)
+            if parent_id := codec.legacy_parent(tup):
+                parent = _listed(snaps, snap, parent_id) or await self._arun(_get_snapshot(*_where(snap), parent_id))
+                codec.migrate_sends(self.serde, tup.checkpoint, parent)
+            yield tup
 
     def put(
         self,
@@ -163,7 +181,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         the thread from the same parent (see docs/langgraph.md, "Forks and conflicts")."""
         call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
         self._run(call)
-        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+        return codec.make_config(thread_id, ns, checkpoint["id"])
 
     async def aput(
         self,
@@ -174,7 +192,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
         await self._arun(call)
-        return codec.make_config(thread_id, ns, checkpoint["id"], fork_point=False)
+        return codec.make_config(thread_id, ns, checkpoint["id"])
 
     def _put_call(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
@@ -188,7 +206,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         kw = {
             "namespace": ns, "parent_id": parent_id, "type": typ, "data": data, "metadata": meta,
             "channel_versions": versions, "run_id": None if run_id is None else str(run_id),
-            "forked": codec.is_fork(config, meta), "framework": codec.FRAMEWORK,
+            "forked": self._forks.is_fork(thread_id, ns, config, meta), "framework": codec.FRAMEWORK,
         }
         # Some chunks or bases go by reference: a NotFound may mean they were deleted meanwhile.
         retry = any(b.base is not None or any(isinstance(p, str) for p in b.chunks) for b in sendable)
@@ -341,6 +359,19 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
 
     def get_next_version(self, current: str | None, channel: None) -> str:
         return codec.next_version(current)
+
+
+def _get_snapshot(thread_id: str, ns: str, snapshot_id: str) -> StoreCall:
+    return lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=snapshot_id)
+
+
+def _where(snap: Snapshot) -> tuple[str, str]:
+    return snap.conversation_id, snap.namespace
+
+
+def _listed(snaps: list[Snapshot], child: Snapshot, snapshot_id: str) -> Snapshot | None:
+    """The parent of a listed snapshot when it is listed too (legacy sends: no second read)."""
+    return next((s for s in snaps if s.snapshot_id == snapshot_id and _where(s) == _where(child)), None)
 
 
 def _retire_calls(thread_ids: list[str], strategy: str) -> list[StoreCall]:

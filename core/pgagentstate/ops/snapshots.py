@@ -241,16 +241,25 @@ def put(
         "n_bases": sum(b is not None for b in bases),
     }
     stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
+    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
     if parent_id is None:
         # A new chain: the only snapshot that may create its conversation (and undelete it).
-        conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
         stmts = (
             Stmt("snapshot_conversation_ensure", {**conv, "revive": True}, "none"),
             Stmt("snapshot_tombstone_clear", conv, "none"),
             *stmts,
         )
     try:
-        results = yield Tx(stmts)
+        try:
+            results = yield Tx(stmts)
+        except NotFound:
+            if parent_id is None:
+                raise
+            # The conversation does not exist: a first put that names a parent the thread never had
+            # creates it, unless it was deleted (then this is a late write of a run still in flight, and
+            # NotFound stands). Only on this path, so that a put costs one statement.
+            ensure = Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none")
+            results = yield Tx((ensure, *stmts))
     except AlreadyExists:
         # snapshots_linear_child_idx: another writer continued this chain from the same parent first.
         head = yield from one("snapshot_head", conversation_id=conversation_id, namespace=namespace)
@@ -285,6 +294,14 @@ def put_writes(
             raise InvalidInput(f"writes[{i}] must be a SnapshotWrite", path=f"writes[{i}]")
         check_id(w.task_id, f"writes[{i}].task_id", lim)
         check_text(w.channel, f"writes[{i}].channel", lim, allow_empty=False)
+    # One row per (task, idx), as one statement cannot upsert a row twice: within a call as across calls,
+    # a special write (negative idx, e.g. several interrupts of one task) replaces an earlier one and a
+    # regular write does not.
+    unique: dict[tuple[str, int], tuple[int, SnapshotWrite]] = {}
+    for i, w in enumerate(writes):
+        key = (w.task_id, int(w.idx))
+        if key[1] < 0 or key not in unique:
+            unique[key] = (i, w)
     params = {
         "conversation_id": conversation_id,
         "namespace": namespace,
@@ -294,7 +311,7 @@ def put_writes(
              json_b64(_seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
                             write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx)))),
              json_str(w.task_path))
-            for i, w in enumerate(writes)
+            for i, w in unique.values()
         ),
     }
     (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
