@@ -459,8 +459,8 @@ class AsyncStateStore:
         """Execute ``stmt`` on ``cur`` (a new cursor when None: each statement of a pipeline needs its own)."""
         if cur is None:
             cur = conn.cursor(row_factory=tuple_row)
-        if stmt.script is not None:
-            return await cur.execute(with_schema(stmt.script, self._schema))
+        if stmt.script is not None:  # several statements: never prepared, whatever the connection's threshold
+            return await cur.execute(with_schema(stmt.script, self._schema), prepare=False)
         params = {"tenant": self._tenant, **stmt.params}
         return await cur.execute(
             query(stmt.name, self._schema, stmt.subs), params, prepare=self._prepare, binary=stmt.binary

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from types import TracebackType
 from typing import Any, Generic, TypeVar
 
@@ -32,6 +32,25 @@ class Done:
 
     def __await__(self) -> Generator[Any, None, None]:
         yield from ()
+
+
+class Ready(int):
+    """A number that is also a completed awaitable: ``store.sweep_ttl()`` (PostgresStore's spelling) and
+    ``await store.sweep_ttl()`` (AsyncPostgresStore's) both give it."""
+
+    def __await__(self) -> Generator[Any, None, int]:
+        yield from ()
+        return int(self)
+
+
+def pool_options(pool_config: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Our pool sizes for the peer's ``pool_config`` (``min_size``, ``max_size``, ``kwargs``). Connection
+    ``kwargs`` are not needed: our pools set autocommit and prepared statements themselves."""
+    config = dict(pool_config or {})
+    unknown = set(config) - {"min_size", "max_size", "kwargs"}
+    if unknown:
+        raise TypeError(f"unknown pool_config keys: {sorted(unknown)} (min_size, max_size, kwargs)")
+    return {k: int(config[k]) for k in ("min_size", "max_size") if config.get(k) is not None}
 
 
 class Stores:
@@ -108,6 +127,19 @@ class Stores:
             return await call(store)
         assert self.sync is not None
         return await asyncio.to_thread(call, self.sync)
+
+    def any_store(self) -> StateStore | AsyncStateStore:
+        """A store for what needs no connection (its limits, to check input before anything runs)."""
+        store = self.sync or self.async_ or self.async_store()
+        assert store is not None
+        return store
+
+    def now_or_later(self, call: StoreCall) -> Any:
+        """``call``'s result now (a :class:`Ready`) if a sync store is available, else the coroutine."""
+        sync = self.sync_store()
+        if sync is not None:
+            return Ready(call(sync))
+        return self.arun(call)
 
     def setup(self) -> Any:
         """Apply migrations now if a sync store is available (then return a completed awaitable), else

@@ -61,9 +61,10 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     def __init__(
         self,
         conn: ConnectionLike = None,
+        pipe: Any = None,
+        serde: SerializerProtocol | None = None,
         *,
         store: StateStore | AsyncStateStore | None = None,
-        serde: SerializerProtocol | None = None,
         schema: str = "pgagentstate",
         tenant: str = "default",
         pgbouncer: bool | None = None,
@@ -71,6 +72,9 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         message_cache: int = 0,
         encryption: Encryption | None = None,
     ) -> None:
+        # ``pipe`` (a psycopg pipeline on ``conn``) is accepted as PostgresSaver's signature has it: the
+        # driver pipelines each operation's statements itself.
+        del pipe
         super().__init__(serde=serde)
         kw: dict[str, Any] = {"schema": schema, "tenant": tenant, "pgbouncer": pgbouncer, "max_size": max_size}
         if encryption is not None:
@@ -83,9 +87,13 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 
     @classmethod
-    def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> Opened[PostgresCheckpointer]:
+    def from_conn_string(
+        cls, conn_string: str | None = None, *, pipeline: bool = False, **kwargs: Any
+    ) -> Opened[PostgresCheckpointer]:
         """``with PostgresCheckpointer.from_conn_string(dsn) as saver:`` or ``async with ...``: a saver
-        with its own pools, closed on exit."""
+        with its own pools, closed on exit. ``pipeline`` is accepted for PostgresSaver's signature (every
+        operation is pipelined already)."""
+        del pipeline
         return Opened(cls(conn_string, **kwargs))
 
     def setup(self) -> Awaitable[None]:

@@ -10,15 +10,21 @@ it, exact search otherwise. Without an index, ``query`` ranks by matching words 
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
+import inspect
 import json
+import logging
 import operator
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+import threading
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from typing import Any, cast
 
 from langgraph.store.base import (
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     NotProvided,
@@ -28,12 +34,20 @@ from langgraph.store.base import (
     SearchItem,
     SearchOp,
     TTLConfig,
+    validate_op_namespace,
 )
 from pgagentstate import AsyncStateStore, MemoryIndex, StateStore
+from pgagentstate.codec import check_id
 from pgagentstate.embedding import embedder_from_spec
+from pgagentstate.errors import InvalidId
 from pgagentstate.models import Memory
+from pgagentstate.ops.base import Ctx
+from pgagentstate.ops.memory import check_namespace
+from pgagentstate.ops.operations import GcReport, RetentionPolicy, gc
 
-from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
+from ._stores import ConnectionLike, HasStores, Opened, Ready, StoreCall, Stores, pool_options
+
+logger = logging.getLogger(__name__)
 
 #: Comparison operators LangGraph filters may use; plain values mean equality.
 _OPERATORS: dict[str, Callable[[Any, Any], bool]] = {
@@ -62,31 +76,50 @@ class PostgresStore(HasStores, BaseStore):
         self,
         conn: ConnectionLike = None,
         *,
-        store: StateStore | AsyncStateStore | None = None,
+        pipe: Any = None,
+        deserializer: Callable[[Any], dict[str, Any]] | None = None,
         index: Mapping[str, Any] | None = None,
         ttl: TTLConfig | None = None,
+        store: StateStore | AsyncStateStore | None = None,
         schema: str = "pgagentstate",
         tenant: str = "default",
         pgbouncer: bool | None = None,
+        min_size: int = 1,
         max_size: int = 10,
     ) -> None:
+        # Accepted as the peer's signature has them: ``pipe`` (a psycopg pipeline on ``conn``) because our
+        # driver pipelines each operation's statements itself; ``deserializer`` because the peer calls it
+        # only for stored values that are not JSON objects, and every value here is one (checked on put).
+        del pipe, deserializer
         self.ttl_config = ttl
         self.index_config: dict[str, Any] | None = dict(index) if index else None
         self.embeddings: Any = None
+        self._sweeper: _Sweeper | None = None
         memory_index = None
         if self.index_config is not None:
             memory_index, self.embeddings = memory_index_of(self.index_config)
             if store is not None:
                 store = store.with_memory_index(memory_index)
-        kw: dict[str, Any] = {"schema": schema, "tenant": tenant, "pgbouncer": pgbouncer, "max_size": max_size}
+        kw: dict[str, Any] = {"schema": schema, "tenant": tenant, "pgbouncer": pgbouncer, "max_size": max_size,
+                              "min_size": min_size}
         if memory_index is not None and store is None:
             kw["memory_index"] = memory_index
         self._stores = Stores(conn, store, **kw)
 
     @classmethod
-    def from_conn_string(cls, conn_string: str | None = None, **kwargs: Any) -> Opened[PostgresStore]:
-        """``with PostgresStore.from_conn_string(dsn) as store:`` (or ``async with``)."""
-        return Opened(cls(conn_string, **kwargs))
+    def from_conn_string(
+        cls,
+        conn_string: str | None = None,
+        *,
+        pipeline: bool = False,
+        pool_config: Mapping[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> Opened[PostgresStore]:
+        """``with PostgresStore.from_conn_string(dsn) as store:`` (or ``async with``): a store with its own
+        pools, closed on exit. ``pool_config`` (``min_size``, ``max_size``) sizes them; ``pipeline`` is
+        accepted for the peer's signature (every operation is pipelined already)."""
+        del pipeline
+        return Opened(cls(conn_string, **pool_options(pool_config), **kwargs))
 
     @classmethod
     def from_langgraph_config(
@@ -121,15 +154,73 @@ class PostgresStore(HasStores, BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(list(ops)):
-            results += _results(group, self._stores.run(self._call(group)))
+        for group in _groups(self._checked(ops)):
+            results += self._results(group, self._stores.run(self._call(group)))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(list(ops)):
-            results += _results(group, await self._stores.arun(self._call(group)))
+        for group in _groups(self._checked(ops)):
+            results += self._results(group, await self._stores.arun(self._call(group)))
         return results
+
+    def _checked(self, ops: Iterable[Op]) -> list[Op]:
+        """The batch's ops, every namespace and key checked before any op runs: one bad op fails the
+        whole batch with nothing written. Bad namespaces raise LangGraph's ``InvalidNamespaceError``."""
+        checked = list(ops)
+        ctx = self._stores.any_store().context
+        for op in checked:
+            validate_op_namespace(op)  # LangGraph's own rule (no '.', no empty label, strings only)
+            try:
+                _check_op(op, ctx)
+            except InvalidId as exc:
+                if not exc.path.startswith("namespace"):
+                    raise
+                raise InvalidNamespaceError(f"{exc} in {_namespace_of(op)!r}") from exc
+        return checked
+
+    def _results(self, group: list[Op], value: Any) -> list[Result]:
+        if len(group) > 1:
+            return [None] * len(group)
+        return [_result(group[0], value)]
+
+    # --- TTL sweeping, as the peer spells it ----------------------------------------------------------
+
+    def sweep_ttl(self) -> Any:
+        """Delete expired items now; returns how many (``store.sweep_ttl()`` or ``await store.sweep_ttl()``).
+        Expired items are invisible to reads already: sweeping only frees their space."""
+        return self._stores.now_or_later(_sweep)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None) -> _SweeperFuture:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's, else 5) in a background
+        thread until :meth:`stop_ttl_sweeper`. Returns a future that completes when the sweeper stops
+        (``await store.start_ttl_sweeper()`` returns it too)."""
+        if self._sweeper is not None:
+            return self._sweeper.done
+        minutes = sweep_interval_minutes or (self.ttl_config or {}).get("sweep_interval_minutes") or 5
+        self._sweeper = _Sweeper(lambda: self._stores.run(_sweep), float(minutes) * 60.0)
+        return self._sweeper.done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> Any:
+        """Stop the sweeper; True once it stopped within ``timeout`` seconds (sync or awaited)."""
+        sweeper, self._sweeper = self._sweeper, None
+        if sweeper is None:
+            return Ready(True)
+        sweeper.stop.set()
+        if self._stores.sync_store() is None and _on_loop_thread():
+            # Its current sweep may be waiting for this event loop: join from a worker thread.
+            return asyncio.ensure_future(asyncio.to_thread(sweeper.join, timeout))
+        return Ready(sweeper.join(timeout))
+
+    def close(self) -> None:
+        self.stop_ttl_sweeper()
+        super().close()
+
+    async def aclose(self) -> None:
+        stopped = self.stop_ttl_sweeper()
+        if inspect.isawaitable(stopped):
+            await stopped
+        await super().aclose()
 
     def _call(self, group: list[Op]) -> StoreCall:
         if len(group) > 1:  # consecutive puts: one statement, their texts embedded in one batch
@@ -187,12 +278,6 @@ def _groups(ops: list[Op]) -> list[list[Op]]:
     return groups
 
 
-def _results(group: list[Op], value: Any) -> list[Result]:
-    if len(group) > 1:
-        return [None] * len(group)
-    return [_result(group[0], value)]
-
-
 def _ttl_seconds(ttl: float | NotProvided | None) -> float | None:
     return None if ttl is None or isinstance(ttl, NotProvided) else float(ttl) * 60.0
 
@@ -227,6 +312,82 @@ def _passes(value: Mapping[str, Any], compared: Mapping[str, Mapping[str, Any]])
             except TypeError:
                 return False
     return True
+
+
+def _check_op(op: Op, ctx: Ctx) -> None:
+    """The core's own checks of an op's namespace and key (raises ``InvalidId`` naming the path)."""
+    if isinstance(op, GetOp | PutOp):
+        check_namespace(ctx, op.namespace)
+        check_id(op.key, "key", ctx.limits)
+    elif isinstance(op, SearchOp):
+        check_namespace(ctx, op.namespace_prefix, wildcards=True, allow_empty=True)
+    elif isinstance(op, ListNamespacesOp):
+        for cond in op.match_conditions or ():
+            check_namespace(ctx, cond.path, wildcards=True, allow_empty=True)
+
+
+def _namespace_of(op: Op) -> tuple[Any, ...]:
+    if isinstance(op, GetOp | PutOp):
+        return tuple(op.namespace)
+    if isinstance(op, SearchOp):
+        return tuple(op.namespace_prefix)
+    if isinstance(op, ListNamespacesOp):
+        return tuple(tuple(c.path) for c in op.match_conditions or ())
+    return ()
+
+
+def _sweep(s: Any) -> Any:
+    """Delete expired memories (and scratchpad entries): the core's retention, TTL part only."""
+    done = s.run(gc(s.context, RetentionPolicy(expire_ttl=True)))
+    if inspect.isawaitable(done):
+        return _memory_count(done)
+    return done.done.get("memory", 0)
+
+
+async def _memory_count(report: Awaitable[GcReport]) -> int:
+    return (await report).done.get("memory", 0)
+
+
+def _on_loop_thread() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+class _SweeperFuture(concurrent.futures.Future[None]):
+    """What ``start_ttl_sweeper`` returns: completes when the sweeper stops; ``await`` gives it back."""
+
+    def __await__(self) -> Generator[Any, None, _SweeperFuture]:
+        yield from ()
+        return self
+
+
+class _Sweeper:
+    """A daemon thread sweeping expired items every ``interval`` seconds until ``stop`` is set."""
+
+    def __init__(self, sweep: Callable[[], Any], interval: float) -> None:
+        self.stop = threading.Event()
+        self.done = _SweeperFuture()
+        self._sweep = sweep
+        self._interval = interval
+        self._thread = threading.Thread(target=self._loop, name="pgagentstate-ttl-sweeper", daemon=True)
+        self._thread.start()
+
+    def _loop(self) -> None:
+        try:
+            while not self.stop.wait(self._interval):
+                try:
+                    self._sweep()
+                except Exception:  # a failed sweep is retried at the next interval
+                    logger.exception("TTL sweep failed")
+        finally:
+            self.done.set_result(None)
+
+    def join(self, timeout: float | None) -> bool:
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
 
 
 def _call(op: Op, *, vector: bool) -> StoreCall:

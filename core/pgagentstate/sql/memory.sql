@@ -82,11 +82,16 @@ WITH hits AS (
     ORDER BY score DESC NULLS LAST, CASE WHEN %(tsq)s::tsquery IS NULL AND NOT %(added)s THEN m.updated_at END DESC,
              m.seq
     LIMIT %(limit)s OFFSET %(offset)s
+), refreshable AS (
+    -- Refreshing never waits: rows a writer holds are skipped (its write sets their expiry anyway), and
+    -- a search that waited for a row while holding others deadlocked against writers and other searches.
+    SELECT m.ns_path, m.key FROM {schema}.memories m JOIN hits ON m.ns_path = hits.ns_path AND m.key = hits.key
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL AND m.tenant_id = %(tenant)s
+    FOR UPDATE OF m SKIP LOCKED
 ), refreshed AS (
     UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-    FROM hits
-    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
-      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+    FROM refreshable r
+    WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
 )
 SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
        hits.updated_at, hits.expires_at, hits.score

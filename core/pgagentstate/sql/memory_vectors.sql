@@ -129,11 +129,16 @@ WITH ann AS MATERIALIZED (
     JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
     ORDER BY r.dist, m.seq
     LIMIT %(limit)s OFFSET %(offset)s
+), refreshable AS (
+    -- Refreshing never waits: rows a writer holds are skipped (its write sets their expiry anyway), and
+    -- a search that waited for a row while holding others deadlocked against writers and other searches.
+    SELECT m.ns_path, m.key FROM {schema}.memories m JOIN hits ON m.ns_path = hits.ns_path AND m.key = hits.key
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL AND m.tenant_id = %(tenant)s
+    FOR UPDATE OF m SKIP LOCKED
 ), refreshed AS (
     UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-    FROM hits
-    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
-      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+    FROM refreshable r
+    WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
 )
 SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
        hits.updated_at, hits.expires_at, ({score})::real
@@ -208,11 +213,16 @@ WITH ann AS MATERIALIZED (
     JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = f.ns_path AND m.key = f.key
     ORDER BY f.score DESC, m.seq
     LIMIT %(limit)s OFFSET %(offset)s
+), refreshable AS (
+    -- Refreshing never waits: rows a writer holds are skipped (its write sets their expiry anyway), and
+    -- a search that waited for a row while holding others deadlocked against writers and other searches.
+    SELECT m.ns_path, m.key FROM {schema}.memories m JOIN hits ON m.ns_path = hits.ns_path AND m.key = hits.key
+    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL AND m.tenant_id = %(tenant)s
+    FOR UPDATE OF m SKIP LOCKED
 ), refreshed AS (
     UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-    FROM hits
-    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL
-      AND m.tenant_id = %(tenant)s AND m.ns_path = hits.ns_path AND m.key = hits.key
+    FROM refreshable r
+    WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
 )
 SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
        hits.updated_at, hits.expires_at, hits.score::real
@@ -245,11 +255,17 @@ WHERE m.tenant_id = %(tenant)s
 ORDER BY m.seq
 
 -- name: memory_refresh_ttl
--- Push out the expiry of the items a client-side search returned.
+-- Push out the expiry of the items a client-side search returned; rows a writer holds are skipped, as
+-- in memory_search (never waiting is what keeps refreshes out of deadlocks).
+WITH refreshable AS (
+    SELECT m.ns_path, m.key FROM {schema}.memories m
+    JOIN unnest(%(ns_paths)s::text[], %(keys)s::text[]) AS x(ns_path, key) ON m.ns_path = x.ns_path AND m.key = x.key
+    WHERE m.tenant_id = %(tenant)s AND m.ttl_seconds IS NOT NULL AND (m.expires_at IS NULL OR m.expires_at > now())
+    FOR UPDATE OF m SKIP LOCKED
+)
 UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-FROM unnest(%(ns_paths)s::text[], %(keys)s::text[]) AS x(ns_path, key)
-WHERE m.tenant_id = %(tenant)s AND m.ns_path = x.ns_path AND m.key = x.key AND m.ttl_seconds IS NOT NULL
-  AND (m.expires_at IS NULL OR m.expires_at > now())
+FROM refreshable r
+WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
 
 -- name: memory_vector_mode
 -- What the server offers for search by meaning: pgvector's version (NULL: not installed or not on the

@@ -1,0 +1,58 @@
+"""PostgresStore under concurrent use with TTL ``refresh_on_read``: searches that refresh expiries while
+other threads put and delete the same items never deadlock in Postgres."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections.abc import Callable
+
+from pgagentstate.errors import ConflictError
+from pgagentstate.langgraph import PostgresStore
+
+THREADS = 10
+OPS_PER_THREAD = 160
+KEYS = [f"k{i}" for i in range(8)]
+NS = ("users", "u1")
+WORDS = ["alpha", "beta", "gamma", "delta"]
+
+
+def _value(rng: random.Random) -> dict[str, object]:
+    # Texts that rank the items differently for each query word, and differently from recency.
+    return {"n": rng.randint(0, 2), "text": " ".join(rng.sample(WORDS, rng.randint(1, 4)))}
+
+
+def test_refreshing_searches_and_writes_do_not_deadlock(dsn: str, schema: str) -> None:
+    ttl = {"default_ttl": 10.0, "refresh_on_read": True}
+    with PostgresStore.from_conn_string(dsn, schema=schema, ttl=ttl, max_size=THREADS) as store:
+        seed = random.Random(0)
+        for k in KEYS:
+            store.put(NS, k, _value(seed))
+        conflicts: list[BaseException] = []
+        others: list[BaseException] = []
+
+        def worker(seed: int) -> None:
+            rng = random.Random(seed)
+            actions: list[Callable[[], object]] = [
+                lambda: store.search(NS, limit=len(KEYS)),  # newest first
+                lambda: store.search(NS, query=rng.choice(WORDS), limit=len(KEYS)),  # by rank
+                lambda: store.search(("users",), filter={"n": 1}, limit=len(KEYS)),
+                lambda: store.put(NS, rng.choice(KEYS), _value(rng)),
+                lambda: store.delete(NS, rng.choice(KEYS)),
+            ]
+            for _ in range(OPS_PER_THREAD):
+                try:
+                    rng.choice(actions)()
+                except ConflictError as exc:  # a deadlock (or serialization failure) in Postgres
+                    conflicts.append(exc)
+                except Exception as exc:  # reported below
+                    others.append(exc)
+
+        threads = [threading.Thread(target=worker, args=(i,), daemon=True) for i in range(THREADS)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        assert not any(t.is_alive() for t in threads), "workers still running after 300 s"
+        assert others == []
+        assert conflicts == [], f"{len(conflicts)} of {THREADS * OPS_PER_THREAD} operations: {conflicts[0]}"
