@@ -14,12 +14,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..codec import unescape_text
+from ..codec import decode_text, unescape, unescape_text
 from ..crypto import AD, Cipher, is_current, is_current_bytes, is_envelope, is_sealed_bytes
 from ..errors import InvalidInput
 from ..sealing import ad
 from .base import Call, Ctx, Op, Row, Stmt, Tx
 from .events import event_ad
+from .ledger import request_hash
 from .snapshots import chunk_ad, data_ad, meta_ad, write_ad
 
 
@@ -34,6 +35,14 @@ class Column:
     keys: int
     form: Literal["value", "document", "bytes"]
     where: Callable[[Row], AD]
+    #: more parameters of the set statement, from the row and the value's plaintext
+    also: Callable[[Cipher, Row, Any], dict[str, Any]] | None = None
+
+
+def _request_hash(cipher: Cipher, row: Row, request: Any) -> dict[str, Any]:
+    """A ledger request's hash, made again with the active key along with its ciphertext (a retry after
+    the old key is retired still matches; one made before encryption no longer gives the request away)."""
+    return {"hash": request_hash(cipher, row[2], request)}
 
 
 COLUMNS = (
@@ -45,7 +54,8 @@ COLUMNS = (
     Column("scratchpad", 3, "value", lambda r: ad(r[0], "scratch", r[1], r[2])),
     Column("workflow_steps", 4, "value", lambda r: ad(r[0], "step", r[1], r[2], r[3])),
     Column("ledger_result", 2, "value", lambda r: ad(r[0], "ledger", r[1], "result")),
-    Column("ledger_request", 2, "value", lambda r: ad(r[0], "ledger", r[1], "request")),
+    Column("ledger_request", 2, "value", lambda r: ad(r[0], "ledger", r[1], "request"), _request_hash),
+    Column("ledger_error", 2, "value", lambda r: ad(r[0], "ledger", r[1], "error")),
     Column("snapshot_metadata", 4, "value", lambda r: meta_ad(r[0], r[1], r[2], r[3])),
     Column("snapshot_data", 4, "bytes", lambda r: data_ad(r[0], r[1], r[2], r[3])),
     Column("snapshot_chunks", 3, "bytes", lambda r: chunk_ad(r[0], r[1], r[2])),
@@ -62,6 +72,11 @@ def _reseal(cipher: Cipher, stored: Any, where: AD, active: str, include_plainte
     if not include_plaintext:
         return None
     return cipher.seal(json.dumps(stored, ensure_ascii=False, separators=(",", ":")), where)
+
+
+def _plaintext(cipher: Cipher, text: str, where: AD) -> Any:
+    stored = json.loads(text)
+    return decode_text(cipher.open(stored, where)) if is_envelope(stored) else unescape(stored)
 
 
 def _new_value(cipher: Cipher, column: Column, row: Row, active: str, include_plaintext: bool) -> Any | None:
@@ -105,7 +120,10 @@ def _rotate(
             if new is not None:
                 at = {f"k{i}": row[i] for i in range(column.keys)}
                 old = bytes(row[-1]) if binary else row[-1]
-                updates.append(Stmt(f"rot_{column.name}_set", {**at, "new": new, "old": old}, "rowcount"))
+                params = {**at, "new": new, "old": old}
+                if column.also is not None:
+                    params |= column.also(cipher, row, _plaintext(cipher, row[-1], column.where(row)))
+                updates.append(Stmt(f"rot_{column.name}_set", params, "rowcount"))
         if updates:
             counts = yield Tx(tuple(updates))
             changed += sum(counts)

@@ -109,7 +109,7 @@ UPDATE {schema}.idempotency_keys k SET result = %(new)s::jsonb
 WHERE k.tenant_id = %(k0)s AND k.key = %(k1)s AND k.result::text = %(old)s
 
 -- name: rot_ledger_request_page
-SELECT k.tenant_id, k.key, k.request::text
+SELECT k.tenant_id, k.key, k.api, k.request::text
 FROM {schema}.idempotency_keys k
 WHERE (%(tenant)s::text IS NULL OR k.tenant_id = %(tenant)s) AND k.request IS NOT NULL
   AND (%(first)s OR (k.tenant_id, k.key) > (%(k0)s::text, %(k1)s::text))
@@ -117,5 +117,18 @@ ORDER BY k.tenant_id, k.key
 LIMIT %(limit)s
 
 -- name: rot_ledger_request_set
-UPDATE {schema}.idempotency_keys k SET request = %(new)s::jsonb
+UPDATE {schema}.idempotency_keys k SET request = %(new)s::jsonb, request_hash = %(hash)s
 WHERE k.tenant_id = %(k0)s AND k.key = %(k1)s AND k.request::text = %(old)s
+
+-- name: rot_ledger_error_page
+-- The error column is text: paged and compared as a JSON string, so that it rotates like the others.
+SELECT k.tenant_id, k.key, to_jsonb(k.error)::text
+FROM {schema}.idempotency_keys k
+WHERE (%(tenant)s::text IS NULL OR k.tenant_id = %(tenant)s) AND k.error IS NOT NULL
+  AND (%(first)s OR (k.tenant_id, k.key) > (%(k0)s::text, %(k1)s::text))
+ORDER BY k.tenant_id, k.key
+LIMIT %(limit)s
+
+-- name: rot_ledger_error_set
+UPDATE {schema}.idempotency_keys k SET error = %(new)s::jsonb #>> '{}'
+WHERE k.tenant_id = %(k0)s AND k.key = %(k1)s AND to_jsonb(k.error)::text = %(old)s
