@@ -8,6 +8,7 @@ The associated data built here names where a value belongs; see :mod:`pgagentsta
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Mapping
 from typing import Any
@@ -21,6 +22,19 @@ def ad(tenant: str, kind: str, *parts: str, extra: tuple[str, ...] = ()) -> AD:
     """Associated data: tenant, kind of record and its address; ``extra``: more fields of the record
     that its ciphertext vouches for (bound by the current encoding only, see :class:`~pgagentstate.crypto.AD`)."""
     return AD((tenant, kind, *parts), extra)
+
+
+def lock_key(cipher: Cipher | None, tenant: str, kind: str, name: str) -> int:
+    """The advisory lock key of ``name`` (a conversation id, a lock name) in a tenant: 64 bits of a digest
+    of the three fields length-prefixed, so no two different triples share a key by construction; with
+    encryption an HMAC under a subkey of the active key, so another tenant cannot compute it to probe or
+    block the lock (it can still see held keys in pg_locks; see docs/security.md)."""
+    message = AD((tenant, kind, name)).encoded()
+    if cipher is None:
+        digest = hashlib.sha256(b"pgagentstate advisory lock\x00" + message).digest()
+    else:
+        digest = cipher.keyed_digest("pgagentstate advisory lock", message)
+    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _plaintext_rejected() -> IntegrityError:
