@@ -28,13 +28,12 @@ def test_with_encryption_the_key_cannot_be_computed_from_tenant_and_id(dsn: str,
     guesses = ("SELECT pg_try_advisory_xact_lock(hashtextextended('pgagentstate.conversation:acme:c1', 0)), "
                "pg_try_advisory_xact_lock(hashtextextended('pgagentstate.lock:acme:gc', 0))")
     with StateStore(dsn, schema=schema, tenant="acme", encryption=Encryption(KEYS), **SMALL) as acme, \
-            StateStore(dsn, schema=schema, tenant="acme", encryption=Encryption(KEYS), **SMALL) as same:
-        with acme.conversation_lock("c1"), acme.advisory_lock("gc"):
-            with psycopg.connect(dsn) as conn:
-                assert conn.execute(guesses).fetchone() == (True, True)
-            with StateStore(dsn, schema=schema, tenant="acme", **SMALL) as keyless:  # without the key: another lock
-                with keyless.conversation_lock("c1", timeout=0.5):
-                    pass
-            with pytest.raises(ConflictError):  # the same store configuration still excludes
-                with same.conversation_lock("c1", timeout=0.2):
-                    pass
+            StateStore(dsn, schema=schema, tenant="acme", encryption=Encryption(KEYS), **SMALL) as same, \
+            StateStore(dsn, schema=schema, tenant="acme", **SMALL) as keyless, \
+            acme.conversation_lock("c1"), acme.advisory_lock("gc"):
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute(guesses).fetchone() == (True, True)
+        with keyless.conversation_lock("c1", timeout=0.5):  # without the key: another lock
+            pass
+        with pytest.raises(ConflictError), same.conversation_lock("c1", timeout=0.2):  # the same key excludes
+            pass
