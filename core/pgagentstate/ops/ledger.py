@@ -42,7 +42,7 @@ def _seal_error(ctx: Ctx, key: str, text: str) -> str:
     return value
 
 
-def _open_error(ctx: Ctx, key: str, stored: str | None) -> str | None:
+def open_error(ctx: Ctx, key: str, stored: str | None) -> str | None:
     if stored is None:
         return None
     value: str = unseal(ctx.cipher, json.dumps(stored), ad(ctx.tenant, "ledger", key, "error"))
@@ -57,7 +57,7 @@ def entry_from_row(ctx: Ctx, row: Row) -> LedgerEntry:
         request_hash=row[3],
         status=row[4],
         result=None if row[5] is None else unseal(ctx.cipher, row[5], ad(ctx.tenant, "ledger", row[0], "result")),
-        error=_open_error(ctx, row[0], row[6]),
+        error=open_error(ctx, row[0], row[6]),
         owner=row[7],
         attempts=row[8],
         duplicate_hits=row[9],

@@ -15,7 +15,7 @@ from .. import state as state_ops
 from ..base import Ctx, Op, Stmt, Tx
 from ..conversations import conversation_from_row
 from ..events import event_ad, event_from_row
-from ..ledger import entry_from_row
+from ..ledger import entry_from_row, open_error
 from ..memory_rows import memory_ad
 from ..workflow import step_from_row
 from .jsonable import to_jsonable
@@ -207,7 +207,14 @@ def read_archive(ctx: Ctx, document: Any) -> Any:
         "steps",
         lambda s: {**s, "result": value(s.get("result"), ad(ctx.tenant, "step", cid, s["workflow"], s["step"]))},
     )
-    each("ledger", lambda k: {**k, "result": value(k.get("result"), ad(ctx.tenant, "ledger", k["key"], "result"))})
+    each(
+        "ledger",
+        lambda k: {
+            **k,
+            "result": value(k.get("result"), ad(ctx.tenant, "ledger", k["key"], "result")),
+            "error": open_error(ctx, k["key"], k.get("error")),
+        },
+    )
     if conv:
         meta = unseal_doc(
             ctx.cipher, json.dumps(conv.get("metadata") or {}, ensure_ascii=False), ad(ctx.tenant, "metadata", cid)
