@@ -157,3 +157,17 @@ def test_a_pending_write_moved_to_another_channel_does_not_decrypt(dsn: str, sch
         execute(dsn, schema, "UPDATE snapshot_writes SET channel = 'approved'")
         with pytest.raises(IntegrityError):
             store.get_snapshot("t1")
+
+
+def test_sealed_bytes_of_the_old_encoding_read_and_rotate_keys_migrates_them(dsn: str, schema: str) -> None:
+    with encrypted(dsn, schema) as store:
+        store.put_snapshot("t1", "s1", type="json", data=b"{}")
+        store.put_snapshot_writes("t1", "s1", writes=[SnapshotWrite("task", 0, "messages", "json", b"new")])
+        nonce = os.urandom(12)
+        old_ad = "\x1f".join(("default", "snapshot_write", "t1", "", "s1", "task", "0")).encode()
+        old = b"\x00\xeeBk1:" + nonce + AESGCM(K1).encrypt(nonce, b'["old"]', old_ad)
+        execute(dsn, schema, "UPDATE snapshot_writes SET data = %s", old)
+        assert store.get_snapshot("t1").writes[0].data == b'["old"]'  # type: ignore[union-attr]
+        assert store.rotate_keys()["snapshot_writes"] == 1
+        assert not any(store.rotate_keys().values())
+        assert store.get_snapshot("t1").writes[0].data == b'["old"]'  # type: ignore[union-attr]
