@@ -61,6 +61,7 @@ from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx
 from .queries import query, with_schema
 from .redis_tier import RedisTier
 from .sanitize import Sanitizer
+from .sealing import lock_key
 from .telemetry import Telemetry
 from .validation import StateSchema
 
@@ -764,7 +765,7 @@ class AsyncStateStore:
         """Hold a lock on the conversation across processes for the duration of the block (e.g. to run
         one turn at a time per conversation). ``timeout`` (seconds) raises ConflictError when exceeded."""
         check_id(conversation_id, "conversation_id", self._limits)
-        async with self._advisory_lock("conversation_lock", {"id": conversation_id}, timeout):
+        async with self._advisory_lock(lock_key(self._cipher, self._tenant, "conversation", conversation_id), timeout):
             yield
 
     @asynccontextmanager
@@ -772,13 +773,11 @@ class AsyncStateStore:
         """Hold a named lock of this tenant across processes for the duration of the block (e.g. one
         retention job at a time per tenant, from cron on several hosts)."""
         check_id(name, "name", self._limits)
-        async with self._advisory_lock("named_lock", {"name": name}, timeout):
+        async with self._advisory_lock(lock_key(self._cipher, self._tenant, "named", name), timeout):
             yield
 
     @asynccontextmanager
-    async def _advisory_lock(
-        self, statement: str, params: dict[str, Any], timeout: float | None
-    ) -> AsyncIterator[None]:
+    async def _advisory_lock(self, key: int, timeout: float | None) -> AsyncIterator[None]:
         # A transaction-level advisory lock in a transaction kept open on one pooled connection: it works
         # behind PgBouncer in transaction mode, where a session-level lock could land on another client.
         async with self._source.connection() as conn:
@@ -791,9 +790,7 @@ class AsyncStateStore:
                             {"timeout": f"{max(1, int(timeout * 1000))}ms"},
                             prepare=self._prepare,
                         )
-                    await conn.execute(
-                        query(statement, self._schema), {"tenant": self._tenant, **params}, prepare=self._prepare
-                    )
+                    await conn.execute(query("advisory_lock", self._schema), {"key": key}, prepare=self._prepare)
                     yield
             except psycopg.Error as exc:
                 raise translate(exc) from exc

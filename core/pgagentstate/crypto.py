@@ -1,18 +1,24 @@
 """Encryption at rest: AES-256-GCM for everything that holds user content.
 
-Each ciphertext is bound to where it belongs through the AEAD's associated data (tenant, kind of record,
-conversation, event id / document and key / memory key ...), so a ciphertext copied to another row,
-conversation or tenant fails to decrypt with :class:`~pgagentstate.errors.IntegrityError`.
+Each ciphertext is bound to where it belongs through the AEAD's associated data (:class:`AD`: tenant, kind
+of record, conversation, event id / document and key / memory key ...), so a ciphertext copied to another
+row, conversation or tenant fails to decrypt with :class:`~pgagentstate.errors.IntegrityError`.
 
 Keys come from a :class:`KeyProvider` by id; new writes use the provider's active key, rows written with
 an older key still read, and ``pgagentstate rotate-keys`` re-encrypts them. A stored ciphertext is a JSON
-string: U+E000 ``E`` <key id> ``:`` <base64url(nonce | ciphertext | tag)> — U+E000 starts no user
+string: U+E000 ``E`` ``:`` <key id> ``:`` <base64url(nonce | ciphertext | tag)> — U+E000 starts no user
 string in storage (see :mod:`pgagentstate.codec`), so a ciphertext is never mistaken for data.
+
+Ciphertexts written before the associated data was length-prefixed (U+E000 ``E`` <key id> ``:`` ...,
+without the ``:`` after the marker; a key id is never empty and has no ``:``) bound the fields joined by
+U+001F, which ids may contain. They still read, with that encoding, and ``rotate-keys`` rewrites them in
+the current one whatever their key.
 """
 
 from __future__ import annotations
 
 import base64
+import binascii
 import hashlib
 import hmac
 import json
@@ -28,11 +34,46 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from .errors import IntegrityError, InvalidInput
 
 MARKER = "\ue000E"
+#: After a marker: the ciphertext binds :meth:`AD.encoded` (else :meth:`AD.legacy`, see above).
+_CURRENT = ":"
 _NONCE = 12
 #: Start of a sealed bytes value (:meth:`Cipher.seal_bytes`): NUL, U+E000's first UTF-8 byte, "B". Values
 #: stored as bytes by the core (snapshot data, chunks, writes) start with a serializer's type name or a
 #: deflate header, never with these three bytes.
 BYTES_MARKER = b"\x00\xeeB"
+
+
+@dataclass(frozen=True, slots=True)
+class AD:
+    """Associated data: where a ciphertext belongs. ``parts`` (tenant, kind of record, its address) are
+    bound by every encoding; ``extra`` (e.g. an event's kind and author) only by the current one."""
+
+    parts: tuple[str, ...]
+    extra: tuple[str, ...] = ()
+
+    def key(self, name: str) -> AD:
+        """The place of one key of a document sealed key by key."""
+        return AD((*self.parts, name), self.extra)
+
+    def encoded(self) -> bytes:
+        """Every field length-prefixed, after their count: no two different places encode alike,
+        whatever characters the fields hold."""
+        fields = [f.encode("utf-8", "surrogatepass") for f in (*self.parts, *self.extra)]
+        out = [b"pgagentstate ad 2", len(fields).to_bytes(4, "big")]
+        for raw in fields:
+            out += [len(raw).to_bytes(4, "big"), raw]
+        return b"".join(out)
+
+    def legacy(self) -> bytes:
+        """The encoding of ciphertexts written before :meth:`encoded`: ``parts`` joined by U+001F."""
+        return "\x1f".join(self.parts).encode("utf-8", "surrogatepass")
+
+
+def _damaged() -> IntegrityError:
+    return IntegrityError(
+        "a stored value failed authentication: it was moved from another row, tampered with, "
+        "or encrypted with a different key"
+    )
 
 
 @runtime_checkable
@@ -147,47 +188,49 @@ class Cipher:
     def active_key_id(self) -> str:
         return self.encryption.keys.active_key_id()
 
-    def seal(self, plaintext: str, ad: str) -> str:
+    def seal(self, plaintext: str, ad: AD) -> str:
         key_id = self.active_key_id()
         nonce = os.urandom(_NONCE)
-        sealed = self._aes(key_id).encrypt(nonce, plaintext.encode(), ad.encode())
-        return f"{MARKER}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
+        sealed = self._aes(key_id).encrypt(nonce, plaintext.encode(), ad.encoded())
+        return f"{MARKER}{_CURRENT}{key_id}:{base64.urlsafe_b64encode(nonce + sealed).decode()}"
 
-    def open(self, envelope: str, ad: str) -> str:
-        key_id, _, body = envelope[len(MARKER) :].partition(":")
-        raw = base64.urlsafe_b64decode(body)
+    def open(self, envelope: str, ad: AD) -> str:
+        """The plaintext of :meth:`seal`; :class:`IntegrityError` when it does not authenticate for ``ad``
+        (moved from another place, tampered with, damaged, other key)."""
+        rest = envelope[len(MARKER) :]
+        current = rest.startswith(_CURRENT)
+        key_id, _, body = rest[current:].partition(":")
         try:
-            return self._aes(key_id).decrypt(raw[:_NONCE], raw[_NONCE:], ad.encode()).decode()
-        except InvalidTag:
-            raise IntegrityError(
-                "a stored value failed authentication: it was moved from another row, tampered with, "
-                "or encrypted with a different key"
-            ) from None
+            raw = base64.urlsafe_b64decode(body)
+            aad = ad.encoded() if current else ad.legacy()
+            return self._aes(key_id).decrypt(raw[:_NONCE], raw[_NONCE:], aad).decode()
+        except (InvalidTag, binascii.Error, ValueError):  # ValueError: bad base64 text, short body, not UTF-8
+            raise _damaged() from None
 
-    def seal_bytes(self, plaintext: bytes, ad: str) -> bytes:
-        """Bytes sealed with the active key: ``BYTES_MARKER`` <key id> ``:`` nonce | ciphertext | tag."""
+    def seal_bytes(self, plaintext: bytes, ad: AD) -> bytes:
+        """Bytes sealed with the active key: ``BYTES_MARKER`` ``:`` <key id> ``:`` nonce | ciphertext | tag."""
         key_id = self.active_key_id()
         nonce = os.urandom(_NONCE)
-        sealed = self._aes(key_id).encrypt(nonce, plaintext, ad.encode())
-        return BYTES_MARKER + key_id.encode() + b":" + nonce + sealed
+        sealed = self._aes(key_id).encrypt(nonce, plaintext, ad.encoded())
+        return BYTES_MARKER + b":" + key_id.encode() + b":" + nonce + sealed
 
-    def open_bytes(self, envelope: bytes, ad: str) -> bytes:
+    def open_bytes(self, envelope: bytes, ad: AD) -> bytes:
         """The plaintext of :meth:`seal_bytes`; :class:`IntegrityError` when it does not authenticate for
         ``ad`` (moved from another place, tampered with, other key)."""
-        key_id, _, raw = envelope[len(BYTES_MARKER) :].partition(b":")
+        rest = envelope[len(BYTES_MARKER) :]
+        current = rest.startswith(b":")
+        key_id, _, raw = rest[current:].partition(b":")
         try:
-            return self._aes(key_id.decode()).decrypt(raw[:_NONCE], raw[_NONCE:], ad.encode())
-        except (InvalidTag, ValueError, UnicodeDecodeError):
-            raise IntegrityError(
-                "a stored value failed authentication: it was moved from another row, tampered with, "
-                "or encrypted with a different key"
-            ) from None
+            aad = ad.encoded() if current else ad.legacy()
+            return self._aes(key_id.decode()).decrypt(raw[:_NONCE], raw[_NONCE:], aad)
+        except (InvalidTag, ValueError):  # ValueError: short body, key id not UTF-8
+            raise _damaged() from None
 
-    def keyed_digest(self, purpose: str, message: bytes) -> bytes:
-        """HMAC-SHA256 of ``message`` under a subkey of the active key for ``purpose``: identifiers that
-        must be stable (equal inputs, equal outputs) without revealing their input to whoever lacks the
-        key, e.g. content addresses. They change when the active key does."""
-        key_id = self.active_key_id()
+    def keyed_digest(self, purpose: str, message: bytes, key_id: str | None = None) -> bytes:
+        """HMAC-SHA256 of ``message`` under a subkey of a key (the active one by default) for ``purpose``:
+        identifiers that must be stable (equal inputs, equal outputs) without revealing their input to
+        whoever lacks the key, e.g. content addresses. They change when the active key does."""
+        key_id = key_id or self.active_key_id()
         sub = self._subkeys.get((key_id, purpose))
         if sub is None:
             try:
@@ -202,12 +245,14 @@ def is_sealed_bytes(data: bytes) -> bool:
     return data[: len(BYTES_MARKER)] == BYTES_MARKER
 
 
-def bytes_key_id(envelope: bytes) -> str:
-    return envelope[len(BYTES_MARKER) :].partition(b":")[0].decode(errors="replace")
+def is_current_bytes(envelope: bytes, key_id: str) -> bool:
+    """Sealed with ``key_id`` and the current associated data: nothing for a rotation to do."""
+    return envelope.startswith(BYTES_MARKER + b":" + key_id.encode() + b":")
 
 
-def key_id_of(envelope: str) -> str:
-    return envelope[len(MARKER) :].partition(":")[0]
+def is_current(envelope: str, key_id: str) -> bool:
+    """Sealed with ``key_id`` and the current associated data: nothing for a rotation to do."""
+    return envelope.startswith(f"{MARKER}{_CURRENT}{key_id}:")
 
 
 def is_envelope(value: object) -> bool:

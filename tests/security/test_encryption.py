@@ -155,7 +155,7 @@ def test_key_rotation(dsn: str, schema: str) -> None:
         store.append_events("c1", [NewEvent({"text": "written with k2"})])
         assert len(store.list_events("c1")) == 4  # old rows still read
         text = dump(dsn, schema)
-        assert "\ue000Ek1:" in text and "\ue000Ek2:" in text
+        assert "\ue000E:k1:" in text and "\ue000E:k2:" in text
         seen: list[tuple[str, int, int]] = []
         counts = store.rotate_keys(
             batch_size=2, progress=lambda table, scanned, changed: seen.append((table, scanned, changed))
@@ -163,7 +163,7 @@ def test_key_rotation(dsn: str, schema: str) -> None:
         assert counts["events"] == 3 and counts["state_documents"] == 2 and counts["memories"] == 1
         assert seen and seen[0][0] == "events"
         assert store.rotate_keys() == {k: 0 for k in counts}  # resumable: nothing left to do
-    assert "\ue000Ek1:" not in dump(dsn, schema)
+    assert "\ue000E:k1:" not in dump(dsn, schema)
     with encrypted(dsn, schema, keys={"k2": K2}, active="k2") as store:  # k1 retired
         assert store.get_state(StateRef.user("shop", "u1")).data == {"email": SECRET, "reason": "broken"}  # type: ignore[union-attr]
         assert store.get_ledger_entry("refund-c1").result == {"receipt_to": SECRET}  # type: ignore[union-attr]
@@ -201,6 +201,6 @@ def test_rotate_keys_command(
     assert main(["rotate-keys", "--dsn", dsn, "--schema", schema, "--batch-size", "3", "--json"]) == 0
     counts = json.loads(capsys.readouterr().out)
     assert counts["events"] == 3 and counts["memories"] == 1
-    assert "\ue000Ek1:" not in dump(dsn, schema)
+    assert "\ue000E:k1:" not in dump(dsn, schema)
     monkeypatch.delenv("PGAGENTSTATE_ENCRYPTION_KEYS")
     assert main(["rotate-keys", "--dsn", dsn, "--schema", schema]) == 2

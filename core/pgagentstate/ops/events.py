@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import as_stored, check_id, check_text, has_escapes
+from ..crypto import AD
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
 from ..sealing import ad, seal, seal_doc, unseal, unseal_parsed
@@ -18,9 +19,15 @@ from .base import Ctx, Op, Row, Stmt, Tx, iso, json_rows, json_str, many, one
 from .state import check_ref, doc_ad
 
 
+def event_ad(tenant: str, conversation_id: str, event_id: str, kind: str, author: str) -> AD:
+    """A payload's place: its conversation and event id; its ciphertext also vouches for the event's kind
+    and author (its seq is allocated by the server after sealing, so it cannot be bound)."""
+    return ad(tenant, "event", conversation_id, event_id, extra=(kind, author))
+
+
 def event_from_row(ctx: Ctx, row: Row, decode: bool = True) -> Event:
     """``decode=False`` leaves the payload as JSON text, for callers that parse it themselves."""
-    payload = unseal(ctx.cipher, row[5], ad(ctx.tenant, "event", row[0], row[2]), raw=not decode)
+    payload = unseal(ctx.cipher, row[5], event_ad(ctx.tenant, row[0], row[2], row[3], row[4]), raw=not decode)
     return Event(row[0], row[1], row[2], row[3], row[4], payload, row[6])
 
 
@@ -33,7 +40,8 @@ def events_from_json(ctx: Ctx, conversation_id: str, text: str | None) -> list[E
     for seq, event_id, kind, author, stored, created_at in json.loads(text):
         payload = stored
         if cipher is not None or escaped:
-            payload = unseal_parsed(cipher, stored, ad(ctx.tenant, "event", conversation_id, event_id), escaped=escaped)
+            where = event_ad(ctx.tenant, conversation_id, event_id, kind, author)
+            payload = unseal_parsed(cipher, stored, where, escaped=escaped)
         out.append(Event(conversation_id, seq, event_id, kind, author, payload, fromiso(created_at)))
     return out
 
@@ -99,7 +107,7 @@ def prepare_append(
         event_id = check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
-        where = ad(ctx.tenant, "event", conversation_id, event_id) if ctx.cipher is not None else ""
+        where = event_ad(ctx.tenant, conversation_id, event_id, ev.kind, ev.author)
         payload = as_stored(ev.payload) if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
         sealed = seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload")
         ids.append(event_id)
@@ -332,10 +340,10 @@ def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[An
     }
     if ctx.cipher is None:
         (row,) = yield Tx((Stmt("event_payloads_array", params, "one"),), replica=True)
-        found: list[Any] = unseal(None, row[0], "") if row else []
+        found: list[Any] = unseal(None, row[0], ad(ctx.tenant, "event")) if row else []
         return found
     rows = yield from many("event_payloads", replica=True, **params)
-    return [unseal(ctx.cipher, r[1], ad(ctx.tenant, "event", conversation_id, r[0])) for r in rows]
+    return [unseal(ctx.cipher, r[1], event_ad(ctx.tenant, conversation_id, r[0], r[2], r[3])) for r in rows]
 
 
 def clear(ctx: Ctx, conversation_id: str) -> Op[int]:

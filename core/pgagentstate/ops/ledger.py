@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import socket
 import time
@@ -17,12 +18,35 @@ from collections.abc import Callable
 from typing import Any
 
 from ..codec import check_id, check_text
+from ..crypto import Cipher
 from ..errors import IdempotencyConflict, IdempotencyInProgress, InvalidInput
 from ..models import LedgerEntry
 from ..sealing import ad, seal, unseal
 from .base import Call, Ctx, Op, Row, Sleep, count, many, one
 
 _OWNER_PREFIX = f"{socket.gethostname()}:{os.getpid()}"
+_log = logging.getLogger("pgagentstate.ledger")
+
+
+def error_text(exc: BaseException) -> str:
+    """What is recorded of a callee's exception: its type and message, storable whatever the message holds
+    (NUL and lone surrogates escaped; Postgres text takes neither), cut to 2000 characters."""
+    text = f"{type(exc).__name__}: {exc}"[:2000].replace("\x00", "\\x00")
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _seal_error(ctx: Ctx, key: str, text: str) -> str:
+    """The error column's text: the message itself, or with encryption its ciphertext (a JSON string)."""
+    sealed = seal(ctx.cipher, text, ctx.limits, ad(ctx.tenant, "ledger", key, "error"), path="error")
+    value: str = json.loads(sealed)
+    return value
+
+
+def open_error(ctx: Ctx, key: str, stored: str | None) -> str | None:
+    if stored is None:
+        return None
+    value: str = unseal(ctx.cipher, json.dumps(stored), ad(ctx.tenant, "ledger", key, "error"))
+    return value
 
 
 def entry_from_row(ctx: Ctx, row: Row) -> LedgerEntry:
@@ -33,7 +57,7 @@ def entry_from_row(ctx: Ctx, row: Row) -> LedgerEntry:
         request_hash=row[3],
         status=row[4],
         result=None if row[5] is None else unseal(ctx.cipher, row[5], ad(ctx.tenant, "ledger", row[0], "result")),
-        error=row[6],
+        error=open_error(ctx, row[0], row[6]),
         owner=row[7],
         attempts=row[8],
         duplicate_hits=row[9],
@@ -44,9 +68,19 @@ def entry_from_row(ctx: Ctx, row: Row) -> LedgerEntry:
     )
 
 
-def request_hash(api: str, request: Any) -> str:
+def request_hash(cipher: Cipher | None, api: str, request: Any, *, like: str | None = None) -> str:
+    """The digest that tells a retry (same api and request) from a reuse of its key for another request.
+    Without encryption a SHA-256 of the canonical JSON; with encryption an HMAC under a subkey of the
+    active key, ``<key id>:<hex>``, since a plain hash of an encrypted request gives it away to a guess.
+    ``like``: a stored digest, to compute ours the way it was made (an older key, or before encryption)."""
     canonical = json.dumps({"api": api, "request": request}, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
-    return hashlib.sha256(canonical.encode()).hexdigest()
+    message = canonical.encode("utf-8", "surrogatepass")
+    key_id = cipher.active_key_id() if cipher is not None else None
+    if like is not None:
+        key_id = like.partition(":")[0] if ":" in like else None
+    if key_id is None or cipher is None:
+        return hashlib.sha256(message).hexdigest()
+    return f"{key_id}:{cipher.keyed_digest('pgagentstate ledger request', message, key_id).hex()}"
 
 
 def run_once(
@@ -68,7 +102,7 @@ def run_once(
     if lease <= 0:
         raise InvalidInput("lease must be positive", path="lease")
     request_json = seal(ctx.cipher, request, lim, ad(ctx.tenant, "ledger", key, "request"), path="request")
-    digest = request_hash(api, request)
+    digest = request_hash(ctx.cipher, api, request)
     owner = f"{_OWNER_PREFIX}:{uuid.uuid4().hex[:8]}"
     deadline = time.monotonic() + (lease * 2 + 5 if wait is None else wait)
     delay = 0.005
@@ -90,6 +124,9 @@ def run_once(
             continue
         entry = entry_from_row(ctx, row)
         if entry.request_hash != digest:
+            if request_hash(ctx.cipher, api, request, like=entry.request_hash) == entry.request_hash:
+                digest = entry.request_hash  # the same request, hashed with an older key: claim with that
+                continue
             raise IdempotencyConflict(key, stored_hash=entry.request_hash, request_hash=digest)
         if entry.status == "succeeded":
             return entry.result
@@ -102,21 +139,27 @@ def run_once(
     try:
         result = yield Call(fn, (key,))
     except Exception as exc:
-        yield from count("ledger_fail", key=key, owner=owner, error=f"{type(exc).__name__}: {exc}"[:2000])
+        yield from count("ledger_fail", key=key, owner=owner, error=_seal_error(ctx, key, error_text(exc)))
         raise
     try:
         result_json = seal(ctx.cipher, result, lim, ad(ctx.tenant, "ledger", key, "result"), path="result")
     except InvalidInput as exc:
         # The side effect happened but its result cannot be recorded: mark the attempt failed so the
         # next one re-sends with the same key (the API deduplicates) rather than waiting for a lease.
-        yield from count("ledger_fail", key=key, owner=owner, error=f"result not recordable: {exc}")
+        error = _seal_error(ctx, key, f"result not recordable: {error_text(exc)}")
+        yield from count("ledger_fail", key=key, owner=owner, error=error)
         raise
     row = yield from one("ledger_succeed", key=key, owner=owner, result=result_json)
-    if row is None:
-        # Our lease ran out and a successor recorded its own outcome first: everyone gets that one.
-        row = yield from one("ledger_get", key=key)
-        if row is None:
-            return result
+    if row is not None:
+        return entry_from_row(ctx, row).result
+    # Our lease ran out, a successor claimed the key and one of us recorded a success first. Its caller
+    # may have acted on that result already, so it stands, and we return it rather than ours.
+    row = yield from one("ledger_get", key=key)
+    if row is None:  # deleted meanwhile (retention, erase): nothing recorded to agree with
+        return result
+    _log.warning(
+        "run_once %r ran again after its lease (%ss) ran out; the result recorded first is returned", key, lease
+    )
     return entry_from_row(ctx, row).result
 
 

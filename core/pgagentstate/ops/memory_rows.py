@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from ..crypto import AD
 from ..models import Memory
 from ..sealing import ad, unseal
 from .base import Ctx, Row
@@ -13,7 +14,7 @@ from .base import Ctx, Row
 SEP = "\x1f"
 
 
-def memory_ad(ctx: Ctx, labels: Sequence[str], key: str) -> str:
+def memory_ad(ctx: Ctx, labels: Sequence[str], key: str) -> AD:
     return ad(ctx.tenant, "memory", ns_path(labels), key)
 
 

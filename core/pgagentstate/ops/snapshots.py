@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..codec import check_id, check_text, decode_text, encode
-from ..crypto import BYTES_MARKER, is_sealed_bytes
+from ..crypto import AD, BYTES_MARKER, is_sealed_bytes
 from ..errors import AlreadyExists, IntegrityError, InvalidInput, NotFound, PayloadTooLarge, VersionConflict
 from ..sealing import ad, seal, unseal
 from .base import Ctx, Op, Row, Stmt, Tx, json_b64, json_rows, json_str, many, one
@@ -109,28 +109,29 @@ def chunk_hash(data: bytes) -> str:
 # (:func:`chunk_hash`); the ids are mapped both ways here.
 
 
-def data_ad(tenant: str, conv: str, ns: str, sid: str) -> str:
+def data_ad(tenant: str, conv: str, ns: str, sid: str) -> AD:
     """Associated data of a snapshot's body (key rotation uses these four too)."""
     return ad(tenant, "snapshot", conv, ns, sid)
 
 
-def meta_ad(tenant: str, conv: str, ns: str, sid: str) -> str:
+def meta_ad(tenant: str, conv: str, ns: str, sid: str) -> AD:
     return ad(tenant, "snapshot_metadata", conv, ns, sid)
 
 
-def chunk_ad(tenant: str, conv: str, stored_id: str) -> str:
+def chunk_ad(tenant: str, conv: str, stored_id: str) -> AD:
     return ad(tenant, "snapshot_chunk", conv, stored_id)
 
 
-def write_ad(tenant: str, conv: str, ns: str, sid: str, task_id: str, idx: int) -> str:
-    return ad(tenant, "snapshot_write", conv, ns, sid, task_id, str(idx))
+def write_ad(tenant: str, conv: str, ns: str, sid: str, task_id: str, idx: int, channel: str, type_: str) -> AD:
+    """A pending write's place; its ciphertext also vouches for its channel and type."""
+    return ad(tenant, "snapshot_write", conv, ns, sid, task_id, str(idx), extra=(channel, type_))
 
 
-def _seal(ctx: Ctx, data: bytes, where: str) -> bytes:
+def _seal(ctx: Ctx, data: bytes, where: AD) -> bytes:
     return data if ctx.cipher is None else ctx.cipher.seal_bytes(data, where)
 
 
-def _open(ctx: Ctx, data: bytes, where: str) -> bytes:
+def _open(ctx: Ctx, data: bytes, where: AD) -> bytes:
     if is_sealed_bytes(data):
         if ctx.cipher is None:
             raise IntegrityError("a stored value is encrypted; configure the store's encryption keys to read it")
@@ -309,7 +310,8 @@ def put_writes(
         "writes": json_rows(
             (json_str(w.task_id), str(int(w.idx)), json_str(w.channel), json_str(w.type),
              json_b64(_seal(ctx, _check_bytes(ctx, w.data, f"writes[{i}].data"),
-                            write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx)))),
+                            write_ad(ctx.tenant, conversation_id, namespace, snapshot_id, w.task_id, int(w.idx),
+                                     w.channel, w.type))),
              json_str(w.task_path))
             for i, w in unique.values()
         ),
@@ -396,7 +398,7 @@ def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Chunks) -> SnapshotBlob
 
 def _write(ctx: Ctx, row: Row) -> SnapshotWrite:
     task_id, idx = row[8], row[11]
-    data = _open(ctx, bytes(row[7]), write_ad(ctx.tenant, row[1], row[2], row[3], task_id, idx))
+    data = _open(ctx, bytes(row[7]), write_ad(ctx.tenant, row[1], row[2], row[3], task_id, idx, row[5], row[6]))
     return SnapshotWrite(task_id=task_id, idx=idx, channel=row[5], type=row[6], data=data, task_path=row[4] or "")
 
 
@@ -626,8 +628,8 @@ def copy(ctx: Ctx, source: str, target: str) -> Op[None]:
         return seal(cipher, value, ctx.limits, meta_ad(ctx.tenant, target, ns, sid), path="metadata")
 
     def write(w: Row) -> bytes:
-        plain = _open(ctx, bytes(w[6]), write_ad(ctx.tenant, source, w[0], w[1], w[2], w[3]))
-        return _seal(ctx, plain, write_ad(ctx.tenant, target, w[0], w[1], w[2], w[3]))
+        plain = _open(ctx, bytes(w[6]), write_ad(ctx.tenant, source, *w[:6]))
+        return _seal(ctx, plain, write_ad(ctx.tenant, target, *w[:6]))
 
     yield Tx(
         (

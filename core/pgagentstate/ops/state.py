@@ -7,6 +7,7 @@ from datetime import datetime
 from typing import Any
 
 from ..codec import check_id, check_text
+from ..crypto import AD
 from ..errors import InvalidInput, NotFound, VersionConflict
 from ..models import StateDoc, StateRef
 from ..sealing import ad, seal_doc, unseal_doc
@@ -37,7 +38,7 @@ def ref_params(ref: StateRef) -> dict[str, Any]:
     return {"scope": ref.scope, "app": ref.app_name, "subject": ref.subject, "name": ref.name}
 
 
-def doc_ad(ctx: Ctx, ref: StateRef) -> str:
+def doc_ad(ctx: Ctx, ref: StateRef) -> AD:
     """Where a state document's values belong (associated data of their ciphertexts)."""
     return ad(ctx.tenant, "state", ref.scope, ref.app_name, ref.subject, ref.name)
 

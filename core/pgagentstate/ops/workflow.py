@@ -10,6 +10,7 @@ from ..errors import InvalidInput, NotFound
 from ..models import STEP_STATUSES, Step
 from ..sealing import ad, seal, unseal
 from .base import Call, Ctx, Op, Row, many, one
+from .ledger import error_text
 
 
 def step_from_row(ctx: Ctx, row: Row) -> Step:
@@ -101,7 +102,7 @@ def run(
         result = yield Call(fn)
     except Exception as exc:
         yield from set_status(
-            ctx, conversation_id, workflow, step, "failed", error=f"{type(exc).__name__}: {exc}", position=position
+            ctx, conversation_id, workflow, step, "failed", error=error_text(exc), position=position
         )
         raise
     yield from set_status(ctx, conversation_id, workflow, step, "completed", result=result, position=position)

@@ -53,11 +53,9 @@ WITH gone AS (
 )
 SELECT count(*) FROM gone
 
--- name: conversation_lock
-SELECT pg_advisory_xact_lock(hashtextextended('pgagentstate.conversation:' || %(tenant)s || ':' || %(id)s, 0))
-
--- name: named_lock
-SELECT pg_advisory_xact_lock(hashtextextended('pgagentstate.lock:' || %(tenant)s || ':' || %(name)s, 0))
+-- name: advisory_lock
+-- %(key)s: sealing.lock_key(), unambiguous per (tenant, kind, name) and keyed when encryption is on.
+SELECT pg_advisory_xact_lock(%(key)s::bigint)
 
 -- name: lock_timeout
 SELECT set_config('lock_timeout', %(timeout)s, true)

@@ -143,8 +143,8 @@ FOR UPDATE
 
 -- name: event_payloads
 -- Only the payloads of the newest %(limit)s events, oldest first (sessions that replay history).
-SELECT event_id, payload FROM (
-    SELECT e.seq, e.event_id, e.payload::text AS payload
+SELECT event_id, payload, kind, author FROM (
+    SELECT e.seq, e.event_id, e.payload::text AS payload, e.kind, e.author
     FROM {schema}.events e
     WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
     ORDER BY e.seq DESC

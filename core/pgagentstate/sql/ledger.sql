@@ -26,11 +26,12 @@ RETURNING k.key, k.conversation_id, k.api, k.request_hash, k.status, k.result::t
           k.duplicate_hits, k.lease_expires_at, k.created_at, k.updated_at, k.completed_at
 
 -- name: ledger_succeed
--- Records the outcome under the ownership check; a worker whose lease was taken over does not overwrite
--- a result recorded by its successor.
+-- Records the outcome unless a success is recorded already: when a lease ran out and two workers both
+-- finished, the first recorded result wins (its caller may have acted on it); the later one gets no row.
 UPDATE {schema}.idempotency_keys k
-SET status = 'succeeded', result = %(result)s::jsonb, error = NULL, completed_at = now(), updated_at = now()
-WHERE k.tenant_id = %(tenant)s AND k.key = %(key)s AND (k.owner = %(owner)s OR k.status <> 'succeeded')
+SET status = 'succeeded', result = %(result)s::jsonb, error = NULL, owner = %(owner)s, completed_at = now(),
+    updated_at = now()
+WHERE k.tenant_id = %(tenant)s AND k.key = %(key)s AND k.status <> 'succeeded'
 RETURNING k.key, k.conversation_id, k.api, k.request_hash, k.status, k.result::text, k.error, k.owner, k.attempts,
           k.duplicate_hits, k.lease_expires_at, k.created_at, k.updated_at, k.completed_at
 

@@ -472,13 +472,14 @@ ON CONFLICT DO NOTHING
 SELECT s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id, s.metadata::text
 FROM {schema}.snapshots s
 WHERE (%(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s)
-  AND (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id) > (%(k1)s, %(k2)s, %(k3)s, %(k4)s)
+  AND (%(first)s OR (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id)
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text))
 ORDER BY s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id
 LIMIT %(limit)s
 
 -- name: rot_snapshot_metadata_set
 UPDATE {schema}.snapshots s SET metadata = %(new)s::jsonb
-WHERE s.tenant_id = %(k1)s AND s.conversation_id = %(k2)s AND s.namespace = %(k3)s AND s.snapshot_id = %(k4)s
+WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s AND s.snapshot_id = %(k3)s
   AND s.metadata::text = %(old)s
 
 -- name: rot_snapshot_data_page
@@ -508,7 +509,7 @@ UPDATE {schema}.snapshot_chunks c SET data = %(new)s
 WHERE c.tenant_id = %(k0)s AND c.conversation_id = %(k1)s AND c.hash = %(k2)s AND c.data = %(old)s
 
 -- name: rot_snapshot_writes_page
-SELECT w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx, w.data
+SELECT w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type, w.data
 FROM {schema}.snapshot_writes w
 WHERE (%(tenant)s::text IS NULL OR w.tenant_id = %(tenant)s)
   AND (%(first)s OR (w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx)

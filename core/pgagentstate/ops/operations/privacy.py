@@ -8,13 +8,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from ...codec import check_id, decode_text
+from ...crypto import AD
 from ...models import StateRef
 from ...sealing import ad, unseal, unseal_doc
 from .. import state as state_ops
 from ..base import Ctx, Op, Stmt, Tx
 from ..conversations import conversation_from_row
-from ..events import event_from_row
-from ..ledger import entry_from_row
+from ..events import event_ad, event_from_row
+from ..ledger import entry_from_row, open_error
 from ..memory_rows import memory_ad
 from ..workflow import step_from_row
 from .jsonable import to_jsonable
@@ -177,7 +178,7 @@ def read_archive(ctx: Ctx, document: Any) -> Any:
     conv: dict[str, Any] = found if isinstance(found, dict) else {}
     cid = str(conv.get("id", ""))
 
-    def value(stored: Any, where: str) -> Any:
+    def value(stored: Any, where: AD) -> Any:
         return None if stored is None else unseal(ctx.cipher, json.dumps(stored, ensure_ascii=False), where)
 
     def each(section: str, fn: Callable[[dict[str, Any]], dict[str, Any]]) -> None:
@@ -185,7 +186,12 @@ def read_archive(ctx: Ctx, document: Any) -> Any:
         if isinstance(items, list):
             out[section] = [fn(item) if isinstance(item, dict) else item for item in items]
 
-    each("events", lambda e: {**e, "payload": value(e.get("payload"), ad(ctx.tenant, "event", cid, e["event_id"]))})
+    each(
+        "events",
+        lambda e: {
+            **e, "payload": value(e.get("payload"), event_ad(ctx.tenant, cid, e["event_id"], e["kind"], e["author"]))
+        },
+    )
     each(
         "state_versions",
         lambda v: {
@@ -201,7 +207,14 @@ def read_archive(ctx: Ctx, document: Any) -> Any:
         "steps",
         lambda s: {**s, "result": value(s.get("result"), ad(ctx.tenant, "step", cid, s["workflow"], s["step"]))},
     )
-    each("ledger", lambda k: {**k, "result": value(k.get("result"), ad(ctx.tenant, "ledger", k["key"], "result"))})
+    each(
+        "ledger",
+        lambda k: {
+            **k,
+            "result": value(k.get("result"), ad(ctx.tenant, "ledger", k["key"], "result")),
+            "error": open_error(ctx, k["key"], k.get("error")),
+        },
+    )
     if conv:
         meta = unseal_doc(
             ctx.cipher, json.dumps(conv.get("metadata") or {}, ensure_ascii=False), ad(ctx.tenant, "metadata", cid)
