@@ -32,6 +32,7 @@ from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import InvalidInput, translate
+from .loops import close_at_loop_end
 from .models import (
     Conversation,
     Event,
@@ -79,25 +80,45 @@ _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions ne
 ConnectionLike = str | AsyncConnection[Any] | AsyncConnectionPool[Any] | None
 
 
+def _running_loop() -> Any:
+    """The event loop a pool belongs to: its connections and workers cannot serve another loop."""
+    return asyncio.get_running_loop()  # sync: return None
+
+
+@dataclasses.dataclass
+class _LoopPool:
+    """The pool a store owns in one event loop."""
+
+    pool: AsyncConnectionPool[Any]
+    lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
+    opened: bool = False
+    closer: Any = None
+
+
 class _AsyncSource:
-    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection."""
+    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection.
+
+    A pool the store builds from a DSN is opened in the event loop that uses it, and each other loop
+    that uses the store (a thread running its own loop, a second ``asyncio.run``) gets a pool of its
+    own: one store serves any loop, as the frameworks' own session services do. A pool or connection
+    passed in belongs to the loop it was made in.
+    """
 
     def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
         self.pool: AsyncConnectionPool[Any] | None = None
         self.conn: AsyncConnection[Any] | None = None
         self.owned = False
-        self._opened = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = asyncio.Lock()
-        self._open_lock = asyncio.Lock()
+        self._pools: dict[Any, _LoopPool] = {}
         if isinstance(conn, AsyncConnectionPool):
             self.pool = conn
-            self._opened = True
         elif isinstance(conn, AsyncConnection):
             self.conn = conn
         else:
-            self.pool = AsyncConnectionPool(
-                resolve_dsn(conn),
+            dsn = resolve_dsn(conn)
+            self._new_pool: Callable[[], AsyncConnectionPool[Any]] = lambda: AsyncConnectionPool(
+                dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
@@ -108,21 +129,37 @@ class _AsyncSource:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        if self.pool is None:
+        if self.owned:
+            pool = await self._own_pool()
+        elif self.pool is not None:
+            pool = self.pool
+        else:
             assert self.conn is not None
             async with self._conn_lock:
                 yield self.conn
             return
-        if not self._opened:
-            async with self._open_lock:
-                if not self._opened:
-                    await self.pool.open()
-                    self._opened = True
-        conn = await self._live_connection(self.pool)
+        conn = await self._live_connection(pool)
         try:
             yield conn
         finally:
-            await self.pool.putconn(conn)
+            await pool.putconn(conn)
+
+    async def _own_pool(self) -> AsyncConnectionPool[Any]:
+        """The open pool of the running loop (made on its first use there)."""
+        loop = _running_loop()
+        entry = self._pools.get(loop)
+        if entry is None:
+            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
+                self._pools.pop(gone, None)
+            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+        if not entry.opened:
+            async with entry.lock:
+                if not entry.opened:
+                    await entry.pool.open()
+                    entry.closer = close_at_loop_end(entry.pool)  # sync: pass
+                    entry.opened = True
+        return entry.pool
 
     @staticmethod
     async def _live_connection(pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
@@ -144,8 +181,15 @@ class _AsyncSource:
         return conn
 
     async def close(self) -> None:
-        if self.owned and self.pool is not None:
-            await self.pool.close()
+        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        here = _running_loop()
+        for loop, entry in list(self._pools.items()):
+            if loop is here:
+                await entry.pool.close()
+                if entry.closer is not None:
+                    entry.closer.cancel()
+            elif not loop.is_closed():
+                asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
 
 
 async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:

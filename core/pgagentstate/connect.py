@@ -12,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from .errors import InvalidInput
+
 
 def resolve_dsn(dsn: str | None) -> str:
     """The DSN to use: the argument, the environment, or the embedded server's."""
@@ -58,3 +60,18 @@ def idle_connection_is_dead(conn: psycopg.Connection[Any] | psycopg.AsyncConnect
     # Anything waiting on an idle connection is the server's goodbye (an ErrorResponse, then EOF) or, very
     # rarely, an asynchronous notice; discarding the connection costs one reconnect either way.
     return bool(readable)
+
+
+def dsn_from_url(url: str, *, path: str = "url") -> str:
+    """A libpq DSN from the database URL a user of the frameworks' own services types.
+
+    ``postgresql+asyncpg://...``, ``postgresql+psycopg://...`` (SQLAlchemy's driver suffixes) and
+    ``postgres://...`` become ``postgresql://...``; a URL of another database is refused
+    (:class:`~pgagentstate.errors.InvalidInput` naming ``path``).
+    """
+    if not isinstance(url, str) or "://" not in url:
+        raise InvalidInput(f"expected a postgresql:// URL, got {url!r}", path=path)
+    scheme, rest = url.split("://", 1)
+    if scheme.lower().split("+", 1)[0] not in ("postgresql", "postgres"):
+        raise InvalidInput(f"pgagentstate stores in Postgres; {scheme}:// is not a Postgres URL", path=path)
+    return f"postgresql://{rest}"

@@ -78,25 +78,45 @@ _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions ne
 ConnectionLike = str | Connection[Any] | ConnectionPool[Any] | None
 
 
+def _running_loop() -> Any:
+    """The event loop a pool belongs to: its connections and workers cannot serve another loop."""
+    return None
+
+
+@dataclasses.dataclass
+class _LoopPool:
+    """The pool a store owns in one event loop."""
+
+    pool: ConnectionPool[Any]
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    opened: bool = False
+    closer: Any = None
+
+
 class _SyncSource:
-    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection."""
+    """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection.
+
+    A pool the store builds from a DSN is opened in the event loop that uses it, and each other loop
+    that uses the store (a thread running its own loop, a second ``asyncio.run``) gets a pool of its
+    own: one store serves any loop, as the frameworks' own session services do. A pool or connection
+    passed in belongs to the loop it was made in.
+    """
 
     def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
         self.pool: ConnectionPool[Any] | None = None
         self.conn: Connection[Any] | None = None
         self.owned = False
-        self._opened = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = threading.Lock()
-        self._open_lock = threading.Lock()
+        self._pools: dict[Any, _LoopPool] = {}
         if isinstance(conn, ConnectionPool):
             self.pool = conn
-            self._opened = True
         elif isinstance(conn, Connection):
             self.conn = conn
         else:
-            self.pool = ConnectionPool(
-                resolve_dsn(conn),
+            dsn = resolve_dsn(conn)
+            self._new_pool: Callable[[], ConnectionPool[Any]] = lambda: ConnectionPool(
+                dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
@@ -107,21 +127,37 @@ class _SyncSource:
 
     @contextmanager
     def connection(self) -> Iterator[Connection[Any]]:
-        if self.pool is None:
+        if self.owned:
+            pool = self._own_pool()
+        elif self.pool is not None:
+            pool = self.pool
+        else:
             assert self.conn is not None
             with self._conn_lock:
                 yield self.conn
             return
-        if not self._opened:
-            with self._open_lock:
-                if not self._opened:
-                    self.pool.open()
-                    self._opened = True
-        conn = self._live_connection(self.pool)
+        conn = self._live_connection(pool)
         try:
             yield conn
         finally:
-            self.pool.putconn(conn)
+            pool.putconn(conn)
+
+    def _own_pool(self) -> ConnectionPool[Any]:
+        """The open pool of the running loop (made on its first use there)."""
+        loop = _running_loop()
+        entry = self._pools.get(loop)
+        if entry is None:
+            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
+                self._pools.pop(gone, None)
+            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+        if not entry.opened:
+            with entry.lock:
+                if not entry.opened:
+                    entry.pool.open()
+                    pass
+                    entry.opened = True
+        return entry.pool
 
     @staticmethod
     def _live_connection(pool: ConnectionPool[Any]) -> Connection[Any]:
@@ -143,8 +179,15 @@ class _SyncSource:
         return conn
 
     def close(self) -> None:
-        if self.owned and self.pool is not None:
-            self.pool.close()
+        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        here = _running_loop()
+        for loop, entry in list(self._pools.items()):
+            if loop is here:
+                entry.pool.close()
+                if entry.closer is not None:
+                    entry.closer.cancel()
+            elif not loop.is_closed():
+                pass
 
 
 def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:

@@ -6,6 +6,7 @@ other keys in ``StateRef.conversation(<session's conversation>)``; ``temp:`` key
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -14,6 +15,8 @@ from google.adk.sessions.state import State
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from pgagentstate.errors import InvalidPayload
+
+log = logging.getLogger("pgagentstate.adk")
 
 
 @dataclass
@@ -25,27 +28,34 @@ class ScopedDelta:
     session: dict[str, Any] = field(default_factory=dict)
 
 
-def _json_value(key: str, value: Any) -> Any:
-    # ADK's own database service converts rich values (datetimes, pydantic models...) to their JSON
-    # form; do the same, but refuse what has none instead of storing its repr.
+def _json_value(key: str, value: Any, strict: bool) -> Any:
+    # Rich values (datetimes, pydantic models...) become their JSON form, as in ADK's database service.
+    # What has none is stored as a string in its place, as ADK's services do, so that one odd value does
+    # not cost the whole turn; strict services refuse it instead.
     try:
         return to_jsonable_python(value)
     except (PydanticSerializationError, TypeError, ValueError) as exc:
-        raise InvalidPayload(f"state value of {key!r} is not JSON serialisable: {exc}", path=key) from exc
+        if strict:
+            raise InvalidPayload(f"state value of {key!r} is not JSON serialisable: {exc}", path=key) from exc
+        degraded = to_jsonable_python(value, serialize_unknown=True)
+        log.warning("state value of %r is not JSON serialisable (%s): stored as the string %r", key, exc,
+                    degraded if len(str(degraded)) <= 80 else f"{str(degraded)[:77]}...")
+        return degraded
 
 
-def split_delta(state: Mapping[str, Any] | None) -> ScopedDelta:
-    """Split a state (or state delta) by prefix, dropping ``temp:`` keys."""
+def split_delta(state: Mapping[str, Any] | None, *, strict: bool = False) -> ScopedDelta:
+    """Split a state (or state delta) by prefix, dropping ``temp:`` keys. A value that is not JSON is
+    stored as a string (and logged), or with ``strict`` refused (:class:`InvalidPayload` naming its key)."""
     out = ScopedDelta()
     for key, value in (state or {}).items():
         if key.startswith(State.TEMP_PREFIX):
             continue
         if key.startswith(State.APP_PREFIX):
-            out.app[key[len(State.APP_PREFIX):]] = _json_value(key, value)
+            out.app[key[len(State.APP_PREFIX):]] = _json_value(key, value, strict)
         elif key.startswith(State.USER_PREFIX):
-            out.user[key[len(State.USER_PREFIX):]] = _json_value(key, value)
+            out.user[key[len(State.USER_PREFIX):]] = _json_value(key, value, strict)
         else:
-            out.session[key] = _json_value(key, value)
+            out.session[key] = _json_value(key, value, strict)
     return out
 
 

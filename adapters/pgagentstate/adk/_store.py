@@ -9,6 +9,8 @@ locked).
 from __future__ import annotations
 
 import asyncio
+import inspect
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from pgagentstate import AsyncStateStore
-from pgagentstate.connect import resolve_dsn
+from pgagentstate.connect import dsn_from_url, resolve_dsn
 from pgagentstate.embedded import embedded_dsn
 
 #: URI schemes registered with ADK's service registry.
@@ -77,6 +79,17 @@ def parse_uri(uri: str) -> UriConfig:
     return UriConfig(dsn, None, tenant, schema, embed, dims)
 
 
+# What AsyncStateStore accepts besides what the handle passes itself.
+_STORE_OPTIONS = frozenset(inspect.signature(AsyncStateStore).parameters) - {"conn", "tenant", "schema"}
+
+
+def _check_options(options: dict[str, Any]) -> None:
+    """Refuse unknown options when the service is built, before anything starts (an embedded server)."""
+    unknown = sorted(set(options) - _STORE_OPTIONS)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument(s) {unknown}; store options are {sorted(_STORE_OPTIONS)}")
+
+
 class StoreHandle:
     """One service's access to an :class:`AsyncStateStore`, opened on first use when the service owns it."""
 
@@ -89,11 +102,20 @@ class StoreHandle:
         schema: str | None,
         uri: str | None,
         setup: bool,
+        db_url: str | None = None,
         store_options: dict[str, Any],
         embeddings: bool = False,
     ) -> None:
         if store is not None and (conn is not None or uri is not None):
             raise ValueError("pass either store= or a connection (DSN, pool, connection, uri=), not both")
+        if db_url is not None:
+            if conn is not None:
+                raise ValueError("pass either a connection (DSN, pool, connection) or db_url=, not both")
+            conn = db_url
+        if isinstance(conn, str) and conn.lower().startswith(SCHEME) and uri is None:
+            conn, uri = None, conn  # a pgagentstate:// URI given where a database URL goes
+        if isinstance(conn, str) and "://" in conn:
+            conn = dsn_from_url(conn, path="db_url" if db_url is not None else "conn")
         if conn is not None and uri is not None:
             raise ValueError("pass either a connection (DSN, pool, connection) or uri=, not both")
         embedded: Path | None = None
@@ -117,8 +139,10 @@ class StoreHandle:
         self._tenant = tenant or "default"
         self._schema = schema or DEFAULT_SCHEMA
         self._setup = setup
+        _check_options(store_options)
         self._options = store_options
-        self._lock: asyncio.Lock | None = None
+        # One opening at a time per event loop (a lock belongs to one loop; the service may serve several).
+        self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = weakref.WeakKeyDictionary()
 
     def add_option(self, name: str, value: Any) -> None:
         """A store option the service itself sets (the memory service's ``memory_index``)."""
@@ -133,9 +157,8 @@ class StoreHandle:
         """The store, opened (and its schema migrated) on the first call."""
         if self._store is not None:
             return self._store
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
+        lock = self._locks.setdefault(asyncio.get_running_loop(), asyncio.Lock())
+        async with lock:
             if self._store is None:
                 conn = self._conn
                 # Starting the embedded server takes seconds; keep the event loop free meanwhile.
@@ -146,7 +169,10 @@ class StoreHandle:
                 store = AsyncStateStore(conn, tenant=self._tenant, schema=self._schema, **self._options)
                 if self._setup:
                     await store.setup()
-                self._store = store
+                if self._store is None:
+                    self._store = store
+                else:  # another loop opened it meanwhile: its store serves every loop
+                    await store.close()
         return self._store
 
     async def close(self) -> None:

@@ -90,6 +90,12 @@ class PostgresSessionService(BaseSessionService):
         setup: apply the schema migrations on first use (idempotent) when this service opens the store.
         uri: a ``pgagentstate://`` / ``pgagentstate+embedded://`` URI instead of ``conn`` (what ADK's
             ``services.yaml`` passes).
+        db_url: a database URL, as ``DatabaseSessionService(db_url)`` takes it: ``postgresql://``,
+            ``postgresql+asyncpg://``, ``postgresql+psycopg://`` (the driver suffix is ignored); exclusive
+            with ``conn``.
+        strict_state: refuse a state value that is not JSON (:class:`~pgagentstate.errors.InvalidPayload`
+            naming its key, nothing written) instead of storing it as a string, as ADK's services do (with
+            a warning in the ``pgagentstate.adk`` log).
         agents_dir: accepted and ignored: ADK's service registry passes it to every factory.
         event_cache_size: how many validated events to keep in memory (0 turns the cache off); the
             Runner reloads the session on every turn and stored events never change.
@@ -105,15 +111,19 @@ class PostgresSessionService(BaseSessionService):
         schema: str | None = None,
         setup: bool = True,
         uri: str | None = None,
+        db_url: str | None = None,
+        strict_state: bool = False,
         agents_dir: str | None = None,
         event_cache_size: int = 20_000,
         **store_options: Any,
     ) -> None:
         del agents_dir
+        self._strict = strict_state
         self._events = _ValidatedEvents(maxsize=event_cache_size)
         self._handle = StoreHandle(
-            conn, store=store, tenant=tenant, schema=schema, uri=uri, setup=setup, store_options=store_options
-        )
+            conn, store=store, tenant=tenant, schema=schema, uri=uri, db_url=db_url, setup=setup,
+            store_options=store_options,
+        )  # fmt: skip
 
     async def store(self) -> AsyncStateStore:
         """The core store this service uses (opened on first use)."""
@@ -138,7 +148,7 @@ class PostgresSessionService(BaseSessionService):
         store = await self._handle.get()
         sid = (session_id.strip() if session_id else "") or str(uuid.uuid4())
         cid = conversation_id_for(app_name, user_id, sid)
-        delta = split_delta(state)
+        delta = split_delta(state, strict=self._strict)
         # Everything is validated before the session exists: a state that cannot be stored must not
         # leave a session behind without it.
         check_id(user_id, "user_id", store.limits)
@@ -168,7 +178,8 @@ class PostgresSessionService(BaseSessionService):
             app_name=app_name,
             user_id=user_id,
             state=merge_state(delta.session, _data(docs.get(app_ref)), _data(docs.get(user_ref))),
-            last_update_time=_ts(conv.updated_at),
+            # ADK's time of the last change is that of the last event, or of the creation.
+            last_update_time=_ts(conv.created_at),
         )
         session._storage_update_marker = str(conv.last_seq)
         return session
@@ -205,6 +216,8 @@ class PostgresSessionService(BaseSessionService):
             return None
         own, app_doc, user_doc = loaded.states
         events = [self._events.get(e.payload) for e in loaded.events]
+        last_update = await self._last_update(store, conv, events if loaded.events and
+                                              loaded.events[-1].seq == conv.last_seq else None)
         if after is not None:
             # Stored times have microsecond precision; the payload keeps ADK's exact float.
             events = [e for e in events if e.timestamp >= after]
@@ -214,10 +227,22 @@ class PostgresSessionService(BaseSessionService):
             user_id=user_id,
             state=merge_state(_data(own), _data(app_doc), _data(user_doc)),
             events=events,
-            last_update_time=_ts(conv.updated_at),
+            last_update_time=last_update,
         )
         session._storage_update_marker = str(conv.last_seq)
         return session
+
+    async def _last_update(self, store: AsyncStateStore, conv: Conversation, tail: list[Event] | None) -> float:
+        """ADK's ``last_update_time``: the timestamp of the session's last event (``tail``, the events
+        read up to the newest, when there are some), or its creation time."""
+        if conv.last_seq == 0:
+            return _ts(conv.created_at)
+        if not tail:  # the newest event was not asked for: one more (indexed) read
+            newest = await store.list_events(conv.id, limit=1, kinds=[EVENT_KIND], decode=False)
+            if not newest:
+                return _ts(conv.created_at)
+            tail = [self._events.get(newest[0].payload)]
+        return tail[-1].timestamp
 
     @override
     async def list_sessions(self, *, app_name: str, user_id: str | None = None) -> ListSessionsResponse:
@@ -280,7 +305,7 @@ class PostgresSessionService(BaseSessionService):
         # temp: values stay visible to the rest of this invocation, but are trimmed before storage.
         self._apply_temp_state(session, event)
         event = self._trim_temp_delta_state(event)
-        delta = split_delta(event.actions.state_delta if event.actions else None)
+        delta = split_delta(event.actions.state_delta if event.actions else None, strict=self._strict)
 
         store = await self._handle.get()
         cid = conversation_id_for(session.app_name, session.user_id, session.id)

@@ -16,10 +16,11 @@ from ._identity import Identity, StateContext, identity_of
 from .idempotent import idempotent_function_tool, tool_call_key
 from .memory import memory_instructions, memory_tools
 from .paused import PausedRun, PausedRuns
-from .session import PostgresSession, SessionUserMismatch
+from .session import InvalidItem, PostgresSession, SessionUserMismatch
 
 __all__ = [
     "Identity",
+    "InvalidItem",
     "PausedRun",
     "PausedRuns",
     "PostgresSession",

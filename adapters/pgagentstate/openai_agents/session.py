@@ -23,7 +23,8 @@ from agents.memory.session_settings import coerce_session_settings, resolve_sess
 
 from pgagentstate import AsyncStateStore
 from pgagentstate.codec import check_id
-from pgagentstate.errors import ConflictError, ConnectionLost, NotFound, PgAgentStateError
+from pgagentstate.connect import dsn_from_url
+from pgagentstate.errors import ConflictError, ConnectionLost, InvalidPayload, NotFound, PgAgentStateError
 from pgagentstate.models import Conversation, Event, NewEvent
 
 from ._identity import identity_of
@@ -39,6 +40,11 @@ FRAMEWORK = "openai_agents"
 # A lost connection during an append is retried with the same event ids: the core treats a re-appended
 # event id as a no-op, so a retry after a commit that did land cannot duplicate items.
 _APPEND_ATTEMPTS = 3
+
+
+class InvalidItem(InvalidPayload, TypeError):
+    """An item that cannot be stored as JSON. Also a ``TypeError``: what the SDK's own sessions raise
+    (``json.dumps`` does), so code written for them catches it."""
 
 
 class SessionUserMismatch(PgAgentStateError, PermissionError):
@@ -76,7 +82,9 @@ class PostgresSession:
         app: Application name recorded on the conversation.
         channel: Channel recorded on the conversation (``"whatsapp"``, ``"web"``, ...).
         metadata: Metadata recorded on the conversation when the session creates it.
-        setup: Run the core's (idempotent) migrations before the first operation.
+        setup: Run the core's (idempotent) migrations before the first operation, when the session
+            opens its own store (from ``conn`` or :meth:`from_url`); a store passed as ``store=`` is set up
+            by its owner.
     """
 
     session_settings: SessionSettings | None
@@ -94,7 +102,7 @@ class PostgresSession:
         app: str = "",
         channel: str = "",
         metadata: Mapping[str, Any] | None = None,
-        setup: bool = False,
+        setup: bool = True,
     ) -> None:
         self.session_id = check_id(session_id, "session_id")
         self.session_settings = (
@@ -103,16 +111,39 @@ class PostgresSession:
             if session_settings is not None
             else SessionSettings()
         )
-        self._store, self._owns_store = resolve_store(conn, store, tenant=tenant, schema=schema)
         self.user_id = user_id
         self.app = app
         self.channel = channel
         self.metadata = dict(metadata or {})
-        self._needs_setup = setup
+        # Last: with no connection at all, this starts the embedded server.
+        self._store, self._owns_store = resolve_store(conn, store, tenant=tenant, schema=schema)
+        self._needs_setup = setup and self._owns_store
         self._tenant_stores: dict[str, AsyncStateStore] = {}
         # (tenant, user) pairs already checked against the stored owner: saves a round trip on every later
         # call of this instance.
         self._owner_checked: set[tuple[str, str]] = set()
+
+    @classmethod
+    def from_url(
+        cls,
+        session_id: str,
+        *,
+        url: str,
+        session_settings: SessionSettings | Mapping[str, Any] | None = None,
+        create_tables: bool | None = None,
+        **kwargs: Any,
+    ) -> PostgresSession:
+        """A session with a store of its own on the database at ``url``, as ``SQLAlchemySession.from_url``.
+
+        ``url`` may carry a SQLAlchemy driver (``postgresql+asyncpg://...``: the suffix is ignored).
+        ``create_tables`` is ``setup`` under the SQLAlchemy session's name; ``kwargs`` go to the
+        constructor (``tenant``, ``schema``, ``user_id``, ...). Close it with :meth:`aclose`.
+        """
+        if "conn" in kwargs or "store" in kwargs:
+            raise TypeError("from_url takes the database as url=, not conn= or store=")
+        if create_tables is not None:
+            kwargs.setdefault("setup", create_tables)
+        return cls(session_id, dsn_from_url(url), session_settings=session_settings, **kwargs)
 
     @property
     def store(self) -> AsyncStateStore:
@@ -151,6 +182,8 @@ class PostgresSession:
             try:
                 await store.append_events(self.session_id, events)
                 return
+            except InvalidPayload as exc:
+                raise _invalid_item(exc) from exc
             except NotFound:
                 # New session, or deleted by someone else since we last saw it: create it, as SQLiteSession
                 # does on its first write.
@@ -188,6 +221,8 @@ class PostgresSession:
         events = [_to_event(item) for item in items]
         try:
             await store.replace_events(self.session_id, events)
+        except InvalidPayload as exc:
+            raise _invalid_item(exc) from exc
         except NotFound:
             if events:
                 await self._ensure(store, user)
@@ -305,6 +340,13 @@ class PostgresSession:
         if conv.user_id and conv.user_id != user:
             raise SessionUserMismatch(self.session_id, conv.user_id, user)
         self._owner_checked.add((tenant, user))
+
+
+def _invalid_item(exc: InvalidPayload) -> InvalidItem:
+    """The core's error, as an :class:`InvalidItem` (the same message and path)."""
+    error = InvalidItem(str(exc))
+    error.path = exc.path
+    return error
 
 
 def _to_event(item: Any) -> NewEvent:
