@@ -25,7 +25,7 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
-from .codec import DEFAULT_LIMITS, Limits, check_id
+from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
@@ -56,7 +56,7 @@ from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
-from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx
+from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx, unencodable
 from .queries import query, with_schema
 from .redis_tier import RedisTier
 from .sanitize import Sanitizer
@@ -204,7 +204,7 @@ class StateStore:
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
-        self._schema = check_id(schema, "schema", self._limits)
+        self._schema = check_schema_name(schema)
         self._pgbouncer = behind_pgbouncer() if pgbouncer is None else pgbouncer
         self._isolation = tenant_isolation
         self._source = _SyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=self._pgbouncer)
@@ -367,6 +367,8 @@ class StateStore:
                         done, held = held, None
                         done.__exit__(type(exc), exc, exc.__traceback__)  # rolls back
                     error = translate(exc) if isinstance(exc, psycopg.Error) else exc
+                    if isinstance(exc, UnicodeEncodeError) and isinstance(cmd, Tx):
+                        error = unencodable(cmd)  # the driver could not send a parameter: nothing was run
                     if error is not exc:
                         error.__cause__ = exc
         except BaseException as exc:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import CONVERSATION_STATUSES, Conversation
@@ -99,9 +100,9 @@ def list_(
         framework=framework,
         user_id=user_id,
         status=check_status(status),
-        updated_before=updated_before,
-        limit=limit,
-        offset=offset,
+        updated_before=arguments.timestamp(updated_before, "updated_before"),
+        limit=arguments.integer(limit, "limit"),
+        offset=arguments.integer(offset, "offset"),
     )
     return [conversation_from_row(ctx, r) for r in rows]
 
@@ -115,6 +116,7 @@ def update(
     expected_version: int | None,
 ) -> Op[Conversation]:
     check_id(conversation_id, "conversation_id", ctx.limits)
+    arguments.optional_integer(expected_version, "expected_version")
     row = yield from one(
         "conversation_update",
         id=conversation_id,
