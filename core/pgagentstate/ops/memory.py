@@ -310,7 +310,7 @@ def namespaces(
 ) -> Op[list[tuple[str, ...]]]:
     pre = check_namespace(ctx, prefix or (), wildcards=True, allow_empty=True)
     suf = check_namespace(ctx, suffix or (), wildcards=True, allow_empty=True)
-    params = {
+    params: dict[str, Any] = {
         "max_depth": arguments.optional_integer(max_depth, "max_depth"),
         "limit": arguments.integer(limit, "limit"),
         "offset": arguments.integer(offset, "offset"),

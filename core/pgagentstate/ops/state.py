@@ -152,7 +152,7 @@ def history(
     ctx: Ctx, ref: StateRef, *, limit: int | None, version: int | None = None, at: datetime | None = None
 ) -> Op[list[StateDoc]]:
     check_ref(ctx, ref)
-    params = {
+    params: dict[str, Any] = {
         "limit": arguments.optional_integer(limit, "limit"),
         "version": arguments.optional_integer(version, "version"),
         "at": arguments.timestamp(at, "at"),
