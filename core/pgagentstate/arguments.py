@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from datetime import datetime
+from datetime import UTC, datetime
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .errors import InvalidInput
@@ -50,6 +50,16 @@ def timestamp(value: object, what: str) -> datetime | None:
     if value is not None and not isinstance(value, datetime):
         raise InvalidInput(f"{what} must be a datetime, not {type(value).__name__}", path=what)
     return value
+
+
+def epoch(value: object, what: str) -> datetime:
+    """A Unix timestamp (seconds, a finite number in datetime's range) as an aware UTC datetime."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidInput(f"{what} must be a number of seconds since the epoch, not {type(value).__name__}", path=what)
+    try:
+        return datetime.fromtimestamp(value, tz=UTC)
+    except (ValueError, OverflowError, OSError) as exc:
+        raise InvalidInput(f"{what} is not a time: {value!r}", path=what) from exc
 
 
 def names(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> list[str] | None:

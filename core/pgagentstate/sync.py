@@ -498,13 +498,18 @@ class StateStore:
         channel: str = "",
         status: str = "active",
         metadata: Mapping[str, Any] | None = None,
+        state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
     ) -> Conversation:
-        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken."""
+        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken.
+
+        ``state_patches`` merge top-level keys into state documents (its own, its user's, its app's) in the
+        same transaction: either the conversation and all of them are written, or nothing is."""
         return self.run(
             conv_ops.create(
                 self._ctx,
                 conversation_id,
                 ensure=False,
+                state_patches=state_patches,
                 app=app,
                 framework=framework,
                 user_id=user_id,

@@ -30,28 +30,17 @@ from pgagentstate.sanitize import Sanitizer
 SURROGATE = json.loads('"\\ud83d"')  # what json.loads makes of half an emoji from any client
 
 
-def fingerprint(dsn: str, schema: str) -> dict[str, str]:
-    """Every table of the schema, as the md5 of its rows: equal fingerprints mean nothing was written."""
-    out: dict[str, str] = {}
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
-        for (table,) in tables:
-            query = sql.SQL("SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {}.{} t")
-            (out[table],) = conn.execute(query.format(sql.Identifier(schema), sql.Identifier(table))).fetchone()  # type: ignore[misc]
-    return out
-
-
 @pytest.fixture
-def unchanged(dsn: str, schema: str, store: StateStore) -> Iterator[Callable[[], None]]:
+def unchanged(store: StateStore, fingerprint: Callable[[], dict[str, str]]) -> Iterator[Callable[[], None]]:
     """Seeds a conversation with events and state; the returned check asserts the database is as seeded."""
     store.create_conversation("c")
     store.append_events("c", [NewEvent({"keep": "me"}, event_id="e1")])
     store.put_state(StateRef.conversation("c"), {"a": 1, "b": 2, "ab": 3})
     store.put_memory(("n",), "k", {"v": 1})
-    before = fingerprint(dsn, schema)
+    before = fingerprint()
 
     def check() -> None:
-        assert fingerprint(dsn, schema) == before
+        assert fingerprint() == before
 
     yield check
 
@@ -282,14 +271,16 @@ def test_schema_names_are_bounded_to_63_bytes(dsn: str) -> None:
         StateStore(dsn, schema="é" * 32)  # 64 bytes
 
 
-def test_setup_refuses_a_schema_newer_than_the_library(dsn: str, schema: str) -> None:
+def test_setup_refuses_a_schema_newer_than_the_library(
+    dsn: str, schema: str, fingerprint: Callable[[], dict[str, str]]
+) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             sql.SQL("INSERT INTO {}.migrations (version, name) VALUES (9999, 'from_the_future')").format(
                 sql.Identifier(schema)
             )
         )
-    before = fingerprint(dsn, schema)
+    before = fingerprint()
     with StateStore(dsn, schema=schema) as store, pytest.raises(SchemaError, match="9999"):
         store.setup()
-    assert fingerprint(dsn, schema) == before
+    assert fingerprint() == before
