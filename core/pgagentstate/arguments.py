@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
 from .errors import InvalidInput
@@ -60,6 +61,14 @@ def epoch(value: object, what: str) -> datetime:
         return datetime.fromtimestamp(value, tz=UTC)
     except (ValueError, OverflowError, OSError) as exc:
         raise InvalidInput(f"{what} is not a time: {value!r}", path=what) from exc
+
+
+def items(value: object, what: str) -> list[Any]:
+    """A list of values (a list or tuple): a mapping or a string is one value, not a list of its keys or
+    characters, and is refused rather than stored piece by piece."""
+    if not isinstance(value, list | tuple):
+        raise InvalidInput(f"{what} must be a list, not {type(value).__name__}", path=what)
+    return list(value)
 
 
 def names(value: object, what: str, limits: Limits = DEFAULT_LIMITS) -> list[str] | None:

@@ -15,6 +15,7 @@
     ├── IntegrityError                    a stored ciphertext failed authentication, or plaintext where
     │                                     encryption is required
     ├── ConnectionLost                    the connection died mid-operation; retryable
+    ├── PoolDeadlock                      the caller's own locks hold every pooled connection; not retryable
     ├── SchemaError                       schema missing or newer than this library
     └── DatabaseError                     any other server error (the driver error is ``__cause__``)
 
@@ -128,6 +129,13 @@ class ConnectionLost(PgAgentStateError):
     """
 
     retryable = True
+
+
+class PoolDeadlock(PgAgentStateError):
+    """The calling task (or thread) holds every connection of the store's pool in its own
+    ``conversation_lock`` / ``advisory_lock`` blocks, so a call made inside them could never get one. Not
+    retryable: a retry would wait the same way. Make the call outside the lock, or give the pool more
+    connections (``max_size``) than the locks held at once."""
 
 
 class SchemaError(PgAgentStateError):

@@ -6,6 +6,7 @@ GENERATED from aio.py by tools/gen_sync.py — do not edit; change aio.py and ru
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import inspect
@@ -25,12 +26,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
+from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, translate
+from .errors import InvalidInput, PoolDeadlock, translate
 from .models import (
     Conversation,
     Event,
@@ -76,6 +78,10 @@ _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions ne
 
 ConnectionLike = str | Connection[Any] | ConnectionPool[Any] | None
 
+#: The connection sources (by id) whose connections the current task or thread holds in lock blocks: a copy
+#: per task, so a lock held by another task (which will let go) does not count.
+_LOCKS_HELD: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("pgagentstate_locks", default=())
+
 
 class _SyncSource:
     """Hands out connections: from a pool (shared by many tasks, no store-wide lock) or one connection."""
@@ -106,6 +112,15 @@ class _SyncSource:
 
     @contextmanager
     def connection(self) -> Iterator[Connection[Any]]:
+        held = _LOCKS_HELD.get().count(id(self))
+        if held and held >= (1 if self.pool is None else self.pool.max_size):
+            # Waiting would end in a pool timeout (a retryable ConnectionLost after 30 s, whose retry waits
+            # again) or, on a single connection, never.
+            raise PoolDeadlock(
+                f"this task holds all {held} connection(s) of the store in conversation_lock/advisory_lock "
+                "blocks, so a call inside them can never get one: make the call outside the lock, or give "
+                "the pool more connections (max_size)"
+            )
         if self.pool is None:
             assert self.conn is not None
             with self._conn_lock:
@@ -262,6 +277,20 @@ class StateStore:
         clone._tenant = check_id(tenant, "tenant", self._limits)
         clone._ctx = dataclasses.replace(self._ctx, tenant=clone._tenant)
         return clone
+
+    def with_context_tenant(self, tenant: str) -> StateStore:
+        """A store for a tenant named by request data (an agent run's context, a header): on a store with
+        ``tenant_isolation`` only its own tenant, as such data must not choose whose rows it reaches
+        (:class:`~pgagentstate.errors.InvalidInput`); otherwise as :meth:`with_tenant`."""
+        check_id(tenant, "tenant", self._limits)
+        if tenant == self._tenant:
+            return self
+        if self._isolation:
+            raise InvalidInput(
+                f"this store isolates tenant {self._tenant!r}: a tenant from request data cannot change it",
+                path="tenant",
+            )
+        return self.with_tenant(tenant)
 
     @property
     def cache(self) -> RedisTier | None:
@@ -764,6 +793,7 @@ class StateStore:
         """Hold a lock on the conversation across processes for the duration of the block (e.g. to run
         one turn at a time per conversation). ``timeout`` (seconds) raises ConflictError when exceeded."""
         check_id(conversation_id, "conversation_id", self._limits)
+        timeout = arguments.optional_duration(timeout, "timeout")
         with self._advisory_lock("conversation_lock", {"id": conversation_id}, timeout):
             yield
 
@@ -772,6 +802,7 @@ class StateStore:
         """Hold a named lock of this tenant across processes for the duration of the block (e.g. one
         retention job at a time per tenant, from cron on several hosts)."""
         check_id(name, "name", self._limits)
+        timeout = arguments.optional_duration(timeout, "timeout")
         with self._advisory_lock("named_lock", {"name": name}, timeout):
             yield
 
@@ -780,6 +811,7 @@ class StateStore:
         # A transaction-level advisory lock in a transaction kept open on one pooled connection: it works
         # behind PgBouncer in transaction mode, where a session-level lock could land on another client.
         with self._source.connection() as conn:
+            token = _LOCKS_HELD.set((*_LOCKS_HELD.get(), id(self._source)))
             try:
                 with conn.transaction():
                     self._prelude(conn)
@@ -795,6 +827,8 @@ class StateStore:
                     yield
             except psycopg.Error as exc:
                 raise translate(exc) from exc
+            finally:
+                _LOCKS_HELD.reset(token)
 
     # --- workflow steps ------------------------------------------------------------------------------
 
