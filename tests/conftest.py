@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -60,3 +60,21 @@ def store(dsn: str, schema: str) -> Iterator[StateStore]:
 async def astore(dsn: str, schema: str) -> AsyncIterator[AsyncStateStore]:
     async with AsyncStateStore(dsn, schema=schema) as s:
         yield s
+
+
+def table_fingerprint(dsn: str, schema: str) -> dict[str, str]:
+    """Every table of ``schema`` as the md5 of its rows: equal fingerprints mean nothing was written."""
+    out: dict[str, str] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        tables = conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = %s", (schema,)).fetchall()
+        for (table,) in tables:
+            rows = sql.SQL("SELECT md5(coalesce(string_agg(t::text, ',' ORDER BY t::text), '')) FROM {}.{} t")
+            row = conn.execute(rows.format(sql.Identifier(schema), sql.Identifier(table))).fetchone()
+            out[table] = row[0] if row else ""
+    return out
+
+
+@pytest.fixture
+def fingerprint(dsn: str, schema: str) -> Callable[[], dict[str, str]]:
+    """``fingerprint()``: the test schema's tables, to assert that a rejected call wrote nothing."""
+    return lambda: table_fingerprint(dsn, schema)

@@ -23,6 +23,7 @@ from .errors import (
     NotFound,
     PayloadTooLarge,
     PgAgentStateError,
+    PoolDeadlock,
     SchemaError,
     VersionConflict,
 )
@@ -68,6 +69,7 @@ __all__ = [
     "NotFound",
     "PayloadTooLarge",
     "PgAgentStateError",
+    "PoolDeadlock",
     "RedisTier",
     "SchemaError",
     "StateDoc",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import copy
 import dataclasses
 import inspect
@@ -26,12 +27,13 @@ from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
-from .codec import DEFAULT_LIMITS, Limits, check_id
+from . import arguments
+from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, translate
+from .errors import InvalidInput, PoolDeadlock, translate
 from .loops import close_at_loop_end
 from .models import (
     Conversation,
@@ -58,7 +60,7 @@ from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
-from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx
+from .ops.base import Cache, Call, Ctx, Op, Sleep, Stmt, Tx, unencodable
 from .queries import query, with_schema
 from .redis_tier import RedisTier
 from .sanitize import Sanitizer
@@ -78,6 +80,10 @@ _cursors: weakref.WeakKeyDictionary[AsyncConnection[Any], psycopg.AsyncCursor[An
 _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
 
 ConnectionLike = str | AsyncConnection[Any] | AsyncConnectionPool[Any] | None
+
+#: The connection sources (by id) whose connections the current task or thread holds in lock blocks: a copy
+#: per task, so a lock held by another task (which will let go) does not count.
+_LOCKS_HELD: contextvars.ContextVar[tuple[int, ...]] = contextvars.ContextVar("pgagentstate_locks", default=())
 
 
 def _running_loop() -> Any:
@@ -129,11 +135,17 @@ class _AsyncSource:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        if self.owned:
-            pool = await self._own_pool()
-        elif self.pool is not None:
-            pool = self.pool
-        else:
+        pool = (await self._own_pool()) if self.owned else self.pool
+        held = _LOCKS_HELD.get().count(id(self))
+        if held and held >= (1 if pool is None else pool.max_size):
+            # Waiting would end in a pool timeout (a retryable ConnectionLost after 30 s, whose retry waits
+            # again) or, on a single connection, never.
+            raise PoolDeadlock(
+                f"this task holds all {held} connection(s) of the store in conversation_lock/advisory_lock "
+                "blocks, so a call inside them can never get one: make the call outside the lock, or give "
+                "the pool more connections (max_size)"
+            )
+        if pool is None:
             assert self.conn is not None
             async with self._conn_lock:
                 yield self.conn
@@ -250,7 +262,7 @@ class AsyncStateStore:
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
         self._tenant = check_id(tenant, "tenant", self._limits)
-        self._schema = check_id(schema, "schema", self._limits)
+        self._schema = check_schema_name(schema)
         self._pgbouncer = behind_pgbouncer() if pgbouncer is None else pgbouncer
         self._isolation = tenant_isolation
         self._source = _AsyncSource(conn, min_size=min_size, max_size=max_size, pgbouncer=self._pgbouncer)
@@ -308,6 +320,20 @@ class AsyncStateStore:
         clone._tenant = check_id(tenant, "tenant", self._limits)
         clone._ctx = dataclasses.replace(self._ctx, tenant=clone._tenant)
         return clone
+
+    def with_context_tenant(self, tenant: str) -> AsyncStateStore:
+        """A store for a tenant named by request data (an agent run's context, a header): on a store with
+        ``tenant_isolation`` only its own tenant, as such data must not choose whose rows it reaches
+        (:class:`~pgagentstate.errors.InvalidInput`); otherwise as :meth:`with_tenant`."""
+        check_id(tenant, "tenant", self._limits)
+        if tenant == self._tenant:
+            return self
+        if self._isolation:
+            raise InvalidInput(
+                f"this store isolates tenant {self._tenant!r}: a tenant from request data cannot change it",
+                path="tenant",
+            )
+        return self.with_tenant(tenant)
 
     @property
     def cache(self) -> RedisTier | None:
@@ -413,6 +439,8 @@ class AsyncStateStore:
                         done, held = held, None
                         await done.__aexit__(type(exc), exc, exc.__traceback__)  # rolls back
                     error = translate(exc) if isinstance(exc, psycopg.Error) else exc
+                    if isinstance(exc, UnicodeEncodeError) and isinstance(cmd, Tx):
+                        error = unencodable(cmd)  # the driver could not send a parameter: nothing was run
                     if error is not exc:
                         error.__cause__ = exc
         except BaseException as exc:
@@ -546,13 +574,18 @@ class AsyncStateStore:
         channel: str = "",
         status: str = "active",
         metadata: Mapping[str, Any] | None = None,
+        state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
     ) -> Conversation:
-        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken."""
+        """Create a conversation; :class:`~pgagentstate.errors.AlreadyExists` if the id is taken.
+
+        ``state_patches`` merge top-level keys into state documents (its own, its user's, its app's) in the
+        same transaction: either the conversation and all of them are written, or nothing is."""
         return await self.run(
             conv_ops.create(
                 self._ctx,
                 conversation_id,
                 ensure=False,
+                state_patches=state_patches,
                 app=app,
                 framework=framework,
                 user_id=user_id,
@@ -809,6 +842,7 @@ class AsyncStateStore:
         """Hold a lock on the conversation across processes for the duration of the block (e.g. to run
         one turn at a time per conversation). ``timeout`` (seconds) raises ConflictError when exceeded."""
         check_id(conversation_id, "conversation_id", self._limits)
+        timeout = arguments.optional_duration(timeout, "timeout")
         async with self._advisory_lock(lock_key(self._cipher, self._tenant, "conversation", conversation_id), timeout):
             yield
 
@@ -817,6 +851,7 @@ class AsyncStateStore:
         """Hold a named lock of this tenant across processes for the duration of the block (e.g. one
         retention job at a time per tenant, from cron on several hosts)."""
         check_id(name, "name", self._limits)
+        timeout = arguments.optional_duration(timeout, "timeout")
         async with self._advisory_lock(lock_key(self._cipher, self._tenant, "named", name), timeout):
             yield
 
@@ -825,6 +860,7 @@ class AsyncStateStore:
         # A transaction-level advisory lock in a transaction kept open on one pooled connection: it works
         # behind PgBouncer in transaction mode, where a session-level lock could land on another client.
         async with self._source.connection() as conn:
+            token = _LOCKS_HELD.set((*_LOCKS_HELD.get(), id(self._source)))
             try:
                 async with conn.transaction():
                     await self._prelude(conn)
@@ -838,6 +874,8 @@ class AsyncStateStore:
                     yield
             except psycopg.Error as exc:
                 raise translate(exc) from exc
+            finally:
+                _LOCKS_HELD.reset(token)
 
     # --- workflow steps ------------------------------------------------------------------------------
 

@@ -39,16 +39,50 @@ DEFAULT_LIMITS = Limits()
 
 
 def check_id(value: object, what: str = "id", limits: Limits = DEFAULT_LIMITS) -> str:
-    """Return ``value`` if it is a usable identifier, else raise :class:`InvalidId`."""
+    """Return ``value`` if it is a usable identifier, else raise :class:`InvalidId`.
+
+    The length limit is in UTF-8 bytes: ids are index keys, and Postgres bounds an index row in bytes.
+    """
     if not isinstance(value, str):
         raise InvalidId(f"{what} must be a string, not {type(value).__name__}", path=what)
     if not value:
         raise InvalidId(f"{what} must not be empty", path=what)
-    if len(value) > limits.max_id_length:
-        raise InvalidId(f"{what} is {len(value)} characters long; the limit is {limits.max_id_length}", path=what)
     if "\x00" in value:
         raise InvalidId(f"{what} must not contain NUL", path=what)
+    size = len(value)
+    if not value.isascii():
+        try:
+            size = len(value.encode())
+        except UnicodeEncodeError as exc:
+            raise InvalidId(f"{what} {lone_surrogate(value)}", path=what) from exc
+    if size > limits.max_id_length:
+        raise InvalidId(f"{what} is {size} bytes long (UTF-8); the limit is {limits.max_id_length}", path=what)
     return value
+
+
+def lone_surrogate(text: str) -> str:
+    """What is wrong with a string that UTF-8 cannot encode (``json.loads('"\\ud83d"')`` makes one)."""
+    bad = next((c for c in text if "\ud800" <= c <= "\udfff"), "?")
+    return f"contains a lone surrogate (U+{ord(bad):04X}), which is not valid Unicode text"
+
+
+def encodable(text: str) -> bool:
+    if text.isascii():
+        return True
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def check_schema_name(value: object) -> str:
+    """A Postgres schema name: an id of at most 63 bytes (longer names are silently truncated by the server,
+    so two long names that share their first 63 bytes would be one schema)."""
+    name = check_id(value, "schema")
+    if len(name.encode()) > 63:
+        raise InvalidId(f"schema is {len(name.encode())} bytes long (UTF-8); Postgres names hold 63", path="schema")
+    return name
 
 
 def check_text(value: object, what: str, limits: Limits = DEFAULT_LIMITS, *, allow_empty: bool = True) -> str:
@@ -119,39 +153,64 @@ def _from_storage(value: Any) -> Any:
     return value
 
 
-def _find_problem(value: Any, path: str, depth: int, limits: Limits) -> InvalidPayload | None:
-    """Walk ``value`` to name the first thing that is not JSON (slow path, errors only)."""
-    if depth > limits.max_depth:
-        return InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=path)
-    if value is None or isinstance(value, bool | int | str):
-        return None
-    if isinstance(value, float):
-        if not limits.allow_nan and not math.isfinite(value):
-            return InvalidPayload(f"{value!r} is not valid JSON (NaN and infinities are rejected)", path=path)
-        return None
-    if isinstance(value, Mapping):
-        for k, v in value.items():
-            if not isinstance(k, str):
-                return InvalidPayload(f"object keys must be strings, not {type(k).__name__}", path=path)
-            problem = _find_problem(v, f"{path}.{k}", depth + 1, limits)
-            if problem:
-                return problem
-        return None
-    if isinstance(value, list | tuple):
-        for i, v in enumerate(value):
-            problem = _find_problem(v, f"{path}[{i}]", depth + 1, limits)
-            if problem:
-                return problem
-        return None
-    return InvalidPayload(f"{type(value).__name__} is not a JSON value", path=path)
+def _find_problem(value: Any, path: str, limits: Limits) -> InvalidPayload | None:
+    """Walk ``value`` to name the first thing that is not JSON (slow path, errors only). Iterative, with
+    the depth checked before a container is entered: a hostile nesting cannot exhaust the stack."""
+    stack: list[tuple[Any, str, int]] = [(value, path, 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if depth > limits.max_depth:
+            return InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=where)
+        if node is None or isinstance(node, bool | int):
+            continue
+        if isinstance(node, str):
+            if not encodable(node):
+                return InvalidPayload(f"text {lone_surrogate(node)}", path=where)
+            continue
+        if isinstance(node, float):
+            if not limits.allow_nan and not math.isfinite(node):
+                return InvalidPayload(f"{node!r} is not valid JSON (NaN and infinities are rejected)", path=where)
+            continue
+        children: list[tuple[Any, str, int]] = []
+        if isinstance(node, Mapping):
+            for k, v in node.items():
+                if not isinstance(k, str):
+                    return InvalidPayload(f"object keys must be strings, not {type(k).__name__}", path=where)
+                if not encodable(k):
+                    printable = k.encode("utf-8", "backslashreplace").decode()
+                    return InvalidPayload(f"object key {lone_surrogate(k)}", path=f"{where}.{printable}")
+                children.append((v, f"{where}.{k}", depth + 1))
+        elif isinstance(node, list | tuple):
+            children = [(v, f"{where}[{i}]", depth + 1) for i, v in enumerate(node)]
+        else:
+            return InvalidPayload(f"{type(node).__name__} is not a JSON value", path=where)
+        stack.extend(reversed(children))  # depth first, in order: the first problem is the one reported
+    return None
 
 
-def _depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
+def _too_deep(value: Any, max_depth: int) -> bool:
+    """True when ``value`` nests lists/dicts more than ``max_depth`` levels; iterative, so that any depth
+    gets an answer (a recursive walk raised RecursionError from ~330 levels)."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            children: Any = node.values()
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            continue
+        if depth >= max_depth:
+            return True
+        stack.extend((v, depth + 1) for v in children if isinstance(v, dict | list | tuple))
+    return False
+
+
+def check_depth(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> None:
+    """Raise :class:`InvalidPayload` when ``value`` is nested deeper than ``limits.max_depth``: run first
+    by whatever walks a caller's value recursively."""
+    if _too_deep(value, limits.max_depth):
+        raise InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=path)
 
 
 def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> str:
@@ -162,18 +221,23 @@ def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> s
     try:
         text = json.dumps(value, ensure_ascii=False, allow_nan=limits.allow_nan, separators=(",", ":"))
     except (TypeError, ValueError, RecursionError) as exc:
-        problem = _find_problem(value, path, 0, limits)
+        problem = _find_problem(value, path, limits)
         raise (problem or InvalidPayload(str(exc), path=path)) from exc
     size = len(text)
-    if size > limits.max_payload_bytes // 4:
-        size = len(text.encode())
+    if not text.isascii():
+        try:
+            size = len(text.encode())
+        except UnicodeEncodeError:  # a lone surrogate: Postgres (and UTF-8) cannot hold it
+            raise _find_problem(value, path, limits) or InvalidPayload("text is not valid Unicode", path=path) from None
     if size > limits.max_payload_bytes:
         raise PayloadTooLarge(size, limits.max_payload_bytes, path=path)
     # Only a text with that many brackets can be nested that deep; counting runs at C speed.
-    if text.count("[") + text.count("{") > limits.max_depth and _depth(value) > limits.max_depth:
-        raise InvalidPayload(f"nested deeper than {limits.max_depth} levels", path=path)
+    if text.count("[") + text.count("{") > limits.max_depth and _too_deep(value, limits.max_depth):
+        raise _find_problem(value, path, limits) or InvalidPayload(
+            f"nested deeper than {limits.max_depth} levels", path=path
+        )
     if _has_bad_key(value):
-        problem = _find_problem(value, path, 0, limits)
+        problem = _find_problem(value, path, limits)
         if problem:
             raise problem
     if (
@@ -189,7 +253,7 @@ def encode(value: Any, limits: Limits = DEFAULT_LIMITS, *, path: str = "$") -> s
 
 def _has_bad_key(value: Any) -> bool:
     # json.dumps turns int/float/bool/None keys into strings silently; a read would then not return
-    # what was written, so such keys are rejected instead.
+    # what was written, so such keys are rejected instead. (Runs after the depth check.)
     if isinstance(value, dict):
         return any(not isinstance(k, str) or _has_bad_key(v) for k, v in value.items())
     if isinstance(value, list | tuple):
@@ -198,12 +262,15 @@ def _has_bad_key(value: Any) -> bool:
 
 
 def _has_tuple(value: Any) -> bool:
-    if isinstance(value, tuple):
-        return True
-    if isinstance(value, dict):
-        return any(_has_tuple(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_tuple(v) for v in value)
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, tuple):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
     return False
 
 
@@ -215,9 +282,12 @@ def _lists(value: Any) -> Any:
     return value
 
 
-def as_stored(value: Any) -> Any:
-    """``value`` as a read will return it: JSON has no tuples, so they come back as lists."""
-    return _lists(value) if _has_tuple(value) else value
+def as_stored(value: Any, limits: Limits = DEFAULT_LIMITS) -> Any:
+    """``value`` as a read will return it: JSON has no tuples, so they come back as lists. A value nested
+    too deeply is returned as is: :func:`encode` rejects it."""
+    if not _has_tuple(value) or _too_deep(value, limits.max_depth):
+        return value
+    return _lists(value)
 
 
 def decode_text(text: str | bytes) -> Any:

@@ -15,6 +15,7 @@
     ├── IntegrityError                    a stored ciphertext failed authentication, or plaintext where
     │                                     encryption is required
     ├── ConnectionLost                    the connection died mid-operation; retryable
+    ├── PoolDeadlock                      the caller's own locks hold every pooled connection; not retryable
     ├── SchemaError                       schema missing or newer than this library
     └── DatabaseError                     any other server error (the driver error is ``__cause__``)
 
@@ -22,6 +23,8 @@ Driver (psycopg) errors are translated in exactly one place, :func:`translate`.
 """
 
 from __future__ import annotations
+
+import re
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -53,10 +56,10 @@ class InvalidPayload(InvalidInput):
 class PayloadTooLarge(InvalidInput):
     """A payload is larger than the configured limit."""
 
-    def __init__(self, size: int, limit: int, *, path: str = "") -> None:
+    def __init__(self, size: int, limit: int, *, path: str = "", message: str | None = None) -> None:
         self.size = size
         self.limit = limit
-        super().__init__(f"payload of {size} bytes exceeds the limit of {limit} bytes", path=path)
+        super().__init__(message or f"payload of {size} bytes exceeds the limit of {limit} bytes", path=path)
 
 
 class NotFound(PgAgentStateError, LookupError):
@@ -128,6 +131,13 @@ class ConnectionLost(PgAgentStateError):
     retryable = True
 
 
+class PoolDeadlock(PgAgentStateError):
+    """The calling task (or thread) holds every connection of the store's pool in its own
+    ``conversation_lock`` / ``advisory_lock`` blocks, so a call made inside them could never get one. Not
+    retryable: a retry would wait the same way. Make the call outside the lock, or give the pool more
+    connections (``max_size``) than the locks held at once."""
+
+
 class SchemaError(PgAgentStateError):
     """The database schema is missing, or newer than this library understands."""
 
@@ -163,7 +173,12 @@ def translate(exc: BaseException) -> PgAgentStateError:
         err: PgAgentStateError = ConflictError(str(exc))
         return err
     if isinstance(exc, pg_errors.ProgramLimitExceeded):
-        return PayloadTooLarge(size=-1, limit=-1)
+        # E.g. "index row size 2720 exceeds btree version 4 maximum 2704 for index ...": keep the server's
+        # words and numbers (the up-front checks of ids and namespaces should make this rare).
+        primary = exc.diag.message_primary if isinstance(exc, psycopg.Error) else None
+        numbers = [int(n) for n in re.findall(r"\d+", primary or "")]
+        size, limit = (numbers[0], numbers[-1]) if len(numbers) >= 2 else (0, 0)
+        return PayloadTooLarge(size, limit, message=f"too large for the database: {primary or exc}")
     if isinstance(exc, pg_errors.LockNotAvailable):
         return ConflictError(f"timed out waiting for a lock ({exc.diag.message_primary})")
     if isinstance(exc, pg_errors.QueryCanceled):
@@ -176,6 +191,12 @@ def translate(exc: BaseException) -> PgAgentStateError:
         return ConnectionLost(str(exc).strip())
     if isinstance(exc, psycopg.OperationalError | psycopg.InterfaceError):
         return ConnectionLost(str(exc).strip() or type(exc).__name__)
+    if isinstance(exc, pg_errors.InsufficientPrivilege) and "row-level security" in str(exc):
+        return DatabaseError(
+            f"{str(exc).strip()}: the database role is bound by row-level security (it is not the tables' "
+            "owner), and only a store created with tenant_isolation=True tells Postgres its tenant",
+            sqlstate=sqlstate,
+        )
     if isinstance(exc, psycopg.Error):
         return DatabaseError(str(exc).strip(), sqlstate=sqlstate)
     raise TypeError(f"not a driver error: {exc!r}")

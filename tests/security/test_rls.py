@@ -10,6 +10,7 @@ import pytest
 from psycopg import sql
 
 from pgagentstate import NewEvent, NotFound, StateRef, StateStore
+from pgagentstate.errors import DatabaseError
 
 APP_ROLE = "pgagentstate_test_app"
 
@@ -109,3 +110,11 @@ def test_every_operation_works_as_the_restricted_role(app_dsn: str, schema: str)
         with s.conversation_lock("c1"):
             pass
         assert s.delete_conversation("c1") is True
+
+
+def test_a_role_bound_by_rls_without_tenant_isolation_is_told_so(app_dsn: str, schema: str) -> None:
+    with StateStore(app_dsn, schema=schema, tenant="acme") as store, pytest.raises(DatabaseError) as info:
+        store.create_conversation("c1")
+    assert "tenant_isolation=True" in str(info.value)
+    with StateStore(app_dsn, schema=schema, tenant="acme", tenant_isolation=True) as store:
+        assert store.list_conversations() == []  # nothing was written

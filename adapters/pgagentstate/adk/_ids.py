@@ -7,16 +7,45 @@ and keeps it readable in other tools: ``adk:shop/alice/conv_12345``.
 
 from __future__ import annotations
 
+import uuid
 from urllib.parse import quote, unquote
+
+from pgagentstate.codec import DEFAULT_LIMITS, Limits, check_id, check_text
+from pgagentstate.errors import InvalidId
 
 PREFIX = "adk:"
 #: ``framework`` of every conversation this adapter creates.
 FRAMEWORK = "adk"
 
 
-def conversation_id_for(app_name: str, user_id: str, session_id: str) -> str:
-    """The core conversation id of an ADK session (use it with the core store's own methods)."""
-    return PREFIX + "/".join(quote(part, safe="") for part in (app_name, user_id, session_id))
+def conversation_id_for(app_name: str, user_id: str, session_id: str, limits: Limits = DEFAULT_LIMITS) -> str:
+    """The core conversation id of an ADK session (use it with the core store's own methods).
+
+    :class:`~pgagentstate.errors.InvalidId` names the part at fault: one that is not text, or the longest
+    one when the percent-encoded id is over the limit."""
+    parts = {"app_name": app_name, "user_id": user_id, "session_id": session_id}
+    for what, part in parts.items():
+        (check_text if what == "app_name" else check_id)(part, what, limits)
+    cid = PREFIX + "/".join(quote(part, safe="") for part in parts.values())
+    if len(cid) > limits.max_id_length:  # ASCII once percent-encoded: a CJK character takes 9 bytes
+        longest = max(parts, key=lambda what: len(parts[what].encode()))
+        raise InvalidId(
+            f"app_name, user_id and session_id make a conversation id of {len(cid)} bytes once "
+            f"percent-encoded; the limit is {limits.max_id_length}",
+            path=longest,
+        )
+    return cid
+
+
+def clean_session_id(session_id: object, *, new: bool = False) -> str:
+    """A caller's session id without surrounding blanks (as ADK's own services); ``new``: None or "" make a
+    new id. A blank id is an error, not a new session."""
+    if new and (session_id is None or session_id == ""):
+        return str(uuid.uuid4())
+    sid = check_id(session_id, "session_id").strip()
+    if not sid:
+        raise InvalidId("session_id must not be blank", path="session_id")
+    return sid
 
 
 def session_id_of(conversation_id: str) -> str:

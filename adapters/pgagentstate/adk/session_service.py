@@ -9,10 +9,8 @@ is behind the log fails with ADK's ``StaleSessionError`` instead of silently int
 
 from __future__ import annotations
 
-import asyncio
-import uuid
 from collections import OrderedDict
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 from google.adk.errors import StaleSessionError
@@ -23,12 +21,11 @@ from google.adk.sessions import BaseSessionService, Session
 from google.adk.sessions.base_session_service import GetSessionConfig, ListSessionsResponse
 from typing_extensions import override
 
-from pgagentstate import AsyncStateStore, NewEvent, StateRef
-from pgagentstate.codec import check_id, encode
+from pgagentstate import AsyncStateStore, NewEvent, StateRef, arguments
 from pgagentstate.errors import AlreadyExists, NotFound, VersionConflict
 from pgagentstate.models import Conversation, StateDoc
 
-from ._ids import FRAMEWORK, conversation_id_for, session_id_of
+from ._ids import FRAMEWORK, clean_session_id, conversation_id_for, session_id_of
 from ._state import merge_state, split_delta
 from ._store import StoreHandle
 
@@ -146,38 +143,28 @@ class PostgresSessionService(BaseSessionService):
         session_id: str | None = None,
     ) -> Session:
         store = await self._handle.get()
-        sid = (session_id.strip() if session_id else "") or str(uuid.uuid4())
-        cid = conversation_id_for(app_name, user_id, sid)
+        sid = clean_session_id(session_id, new=True)
+        cid = conversation_id_for(app_name, user_id, sid, store.limits)
         delta = split_delta(state, strict=self._strict)
-        # Everything is validated before the session exists: a state that cannot be stored must not
-        # leave a session behind without it.
-        check_id(user_id, "user_id", store.limits)
-        for part, data in (("state", delta.session), ("app:", delta.app), ("user:", delta.user)):
-            encode(data, store.limits, path=part)
+        app_ref, user_ref = StateRef.app(app_name), StateRef.user(app_name, user_id)
+        patches = [
+            (ref, data)
+            for ref, data in ((StateRef.conversation(cid), delta.session), (app_ref, delta.app), (user_ref, delta.user))
+            if data
+        ]
+        # One transaction: a state the store rejects leaves no session behind without it.
         try:
-            conv = await store.create_conversation(cid, app=app_name, framework=FRAMEWORK, user_id=user_id)
+            conv = await store.create_conversation(
+                cid, app=app_name, framework=FRAMEWORK, user_id=user_id, state_patches=patches
+            )
         except AlreadyExists:
             raise AlreadyExistsError(f"Session with id {sid} already exists.") from None
-
-        app_ref, user_ref = StateRef.app(app_name), StateRef.user(app_name, user_id)
-        # The initial writes and the reads of shared state are independent: run them side by side.
-        writes: list[Any] = []
-        if delta.session:
-            writes.append(store.put_state(StateRef.conversation(cid), delta.session))
-        if delta.app:
-            writes.append(store.patch_state(app_ref, delta.app))
-        if delta.user:
-            writes.append(store.patch_state(user_ref, delta.user))
-        reads = [ref for ref, d in ((app_ref, delta.app), (user_ref, delta.user)) if not d]
-        results = await asyncio.gather(store.get_states(reads) if reads else _none(), *writes)
-        docs: dict[StateRef, StateDoc | None] = dict(zip(reads, results[0] or [], strict=True))
-        for doc in results[1:]:
-            docs[doc.ref] = doc
+        app_doc, user_doc = await store.get_states([app_ref, user_ref])
         session = Session(
             id=sid,
             app_name=app_name,
             user_id=user_id,
-            state=merge_state(delta.session, _data(docs.get(app_ref)), _data(docs.get(user_ref))),
+            state=merge_state(delta.session, _data(app_doc), _data(user_doc)),
             # ADK's time of the last change is that of the last event, or of the creation.
             last_update_time=_ts(conv.created_at),
         )
@@ -194,8 +181,8 @@ class PostgresSessionService(BaseSessionService):
         config: GetSessionConfig | None = None,
     ) -> Session | None:
         store = await self._handle.get()
-        sid = session_id.strip() if session_id else session_id
-        cid = conversation_id_for(app_name, user_id, sid)
+        sid = clean_session_id(session_id)
+        cid = conversation_id_for(app_name, user_id, sid, store.limits)
         limit = config.num_recent_events if config else None
         after = config.after_timestamp if config else None
         # One round trip, one snapshot: the conversation (whose log position is the session's revision),
@@ -204,7 +191,7 @@ class PostgresSessionService(BaseSessionService):
         loaded = await store.load_conversation(
             cid,
             limit=limit,
-            since=datetime.fromtimestamp(after, tz=UTC) if after is not None else None,
+            since=arguments.epoch(after, "config.after_timestamp") if after is not None else None,
             kinds=[EVENT_KIND],
             states=[StateRef.conversation(cid), StateRef.app(app_name), StateRef.user(app_name, user_id)],
             decode=False,
@@ -287,9 +274,9 @@ class PostgresSessionService(BaseSessionService):
     @override
     async def delete_session(self, *, app_name: str, user_id: str, session_id: str) -> None:
         store = await self._handle.get()
-        sid = session_id.strip() if session_id else session_id
+        sid = clean_session_id(session_id)
         # The conversation's events and state go with it; user and app state stay.
-        await store.delete_conversation(conversation_id_for(app_name, user_id, sid))
+        await store.delete_conversation(conversation_id_for(app_name, user_id, sid, store.limits))
 
     @override
     async def get_user_state(self, *, app_name: str, user_id: str) -> dict[str, Any]:
@@ -308,7 +295,7 @@ class PostgresSessionService(BaseSessionService):
         delta = split_delta(event.actions.state_delta if event.actions else None, strict=self._strict)
 
         store = await self._handle.get()
-        cid = conversation_id_for(session.app_name, session.user_id, session.id)
+        cid = conversation_id_for(session.app_name, session.user_id, session.id, store.limits)
         marker = session._storage_update_marker
         # A session object built by hand (not loaded from this service) carries no revision: append
         # unconditionally, as ADK's own services do for such objects.
@@ -318,7 +305,7 @@ class PostgresSessionService(BaseSessionService):
             kind=EVENT_KIND,
             author=event.author,
             event_id=event.id,
-            created_at=datetime.fromtimestamp(event.timestamp, tz=UTC),
+            created_at=arguments.epoch(event.timestamp, "event.timestamp"),
         )
         # One statement: the position check, the insert and the state deltas (applied only if the event
         # was appended, so a re-delivered event does not apply its delta twice).
@@ -353,10 +340,6 @@ class PostgresSessionService(BaseSessionService):
 
     async def __aexit__(self, *exc: object) -> None:
         await self.close()
-
-
-async def _none() -> None:
-    return None
 
 
 def _is_session(conv: Conversation, app_name: str, user_id: str) -> bool:

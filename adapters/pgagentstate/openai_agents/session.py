@@ -21,7 +21,7 @@ from agents import RunContextWrapper, SessionSettings
 from agents.items import TResponseInputItem
 from agents.memory.session_settings import coerce_session_settings, resolve_session_limit
 
-from pgagentstate import AsyncStateStore
+from pgagentstate import AsyncStateStore, arguments
 from pgagentstate.codec import check_id
 from pgagentstate.connect import dsn_from_url
 from pgagentstate.errors import ConflictError, ConnectionLost, InvalidPayload, NotFound, PgAgentStateError
@@ -73,7 +73,8 @@ class PostgresSession:
             of its own (close it with :meth:`aclose`). Prefer ``store=`` to share one pool.
         store: An :class:`~pgagentstate.AsyncStateStore` to use (not closed by the session).
         tenant: Tenant to store under; overrides the store's tenant. A ``tenant`` (or ``tenant_id``) in the
-            run context overrides both, per call.
+            run context overrides both, per call, except on a store with ``tenant_isolation``: there a
+            different tenant in the context is refused (``InvalidInput``).
         schema: Postgres schema of the pgagentstate tables (only used with ``conn``).
         session_settings: Default ``limit`` for :meth:`get_items` (a ``SessionSettings`` or a dict).
         user_id: Owner recorded on the conversation when the session creates it. A ``user_id`` in the run
@@ -171,6 +172,7 @@ class PostgresSession:
         self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
     ) -> None:
         """Append ``items`` atomically, in order, after everything already stored."""
+        items = arguments.items(items, "items")
         store, tenant, user = await self._route(wrapper)
         if user:
             await self._check_owner(store, tenant, user, create=True)
@@ -215,6 +217,7 @@ class PostgresSession:
     ) -> None:
         """Replace the whole history with ``items`` in one transaction (e.g. with a summary of it): a crash
         leaves the old items or the new ones, never an empty session."""
+        items = arguments.items(items, "items")
         store, tenant, user = await self._route(wrapper)
         if user:
             await self._check_owner(store, tenant, user, create=True)
@@ -316,7 +319,8 @@ class PostgresSession:
             return self._store, "", user
         store = self._tenant_stores.get(tenant)
         if store is None:
-            store = self._tenant_stores[tenant] = self._store.with_tenant(tenant)
+            # Refused on a tenant_isolation store: a context built from request data must not pick the tenant.
+            store = self._tenant_stores[tenant] = self._store.with_context_tenant(tenant)
         return store, tenant, user
 
     async def _ensure(self, store: AsyncStateStore, user: str) -> Conversation:

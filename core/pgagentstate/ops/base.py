@@ -9,8 +9,9 @@ from datetime import datetime
 from json.encoder import encode_basestring
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
-from ..codec import Limits
+from ..codec import Limits, encodable, lone_surrogate
 from ..crypto import Cipher
+from ..errors import InvalidPayload
 from ..sanitize import Sanitizer
 from ..validation import StateSchema
 
@@ -142,3 +143,14 @@ def json_b64(data: bytes) -> str:
 def iso(value: datetime | None) -> str | None:
     """A timestamp as ISO text, for rows built as JSON (see :func:`json_str`)."""
     return None if value is None else value.isoformat()
+
+
+def unencodable(tx: Tx) -> InvalidPayload:
+    """The typed error for a statement parameter that UTF-8 cannot encode (a lone surrogate that no check
+    caught before): the driver raised ``UnicodeEncodeError`` before sending it. Names the parameter."""
+    for stmt in tx.stmts:
+        for name, value in stmt.params.items():
+            for text in value if isinstance(value, list | tuple) else (value,):
+                if isinstance(text, str) and not encodable(text):
+                    return InvalidPayload(f"text {lone_surrogate(text)}", path=name)
+    return InvalidPayload("text is not valid Unicode")

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id, check_text
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
-from ..models import CONVERSATION_STATUSES, Conversation
+from ..models import CONVERSATION_STATUSES, Conversation, StateRef
 from ..sealing import ad, seal_doc, unseal_doc
-from .base import Ctx, Op, Row, many, one
+from . import state
+from .base import Ctx, Op, Row, Stmt, Tx, many, one
 
 
 def conversation_from_row(ctx: Ctx, row: Row) -> Conversation:
@@ -61,8 +63,17 @@ def create_params(
     }
 
 
-def create(ctx: Ctx, conversation_id: str, *, ensure: bool, **fields: Any) -> Op[Conversation]:
+def create(
+    ctx: Ctx,
+    conversation_id: str,
+    *,
+    ensure: bool,
+    state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]] = (),
+    **fields: Any,
+) -> Op[Conversation]:
     params = create_params(ctx, conversation_id, **fields)
+    if state_patches:
+        return (yield from _create_with_state(ctx, conversation_id, params, state_patches))
     for _ in range(3):
         row = yield from one("conversation_create", **params)
         if row:
@@ -74,6 +85,32 @@ def create(ctx: Ctx, conversation_id: str, *, ensure: bool, **fields: Any) -> Op
             return conversation_from_row(ctx, row)
         # Deleted between the two statements: try the insert again.
     raise NotFound(f"conversation {conversation_id!r} could not be created or read")
+
+
+def _create_with_state(
+    ctx: Ctx,
+    conversation_id: str,
+    params: dict[str, Any],
+    state_patches: Sequence[tuple[StateRef, Mapping[str, Any]]],
+) -> Op[Conversation]:
+    """Create the conversation and merge ``state_patches`` in one transaction: a patch that fails (a
+    schema, a lost connection) leaves no conversation behind, and a taken id writes no state."""
+    writes: list[Stmt] = []
+    for i, (ref, data) in enumerate(state_patches):
+        if isinstance(ref, StateRef) and ref.scope == "conversation" and ref.subject != conversation_id:
+            raise InvalidInput(
+                "a conversation state patch must address the created conversation", path=f"state_patches[{i}]"
+            )
+        if not isinstance(data, Mapping):
+            raise InvalidInput("a state patch must be a mapping", path=f"state_patches[{i}]")
+        writes.append(state.write_stmt(ctx, ref, data, (), replace=False, expected_version=None))
+    (row,) = yield Tx((Stmt("conversation_create", params, "one"),), hold=True)
+    if row is None:
+        yield Tx(())  # ends the transaction: nothing written
+        raise AlreadyExists(f"conversation {conversation_id!r} already exists")
+    # The state writes move the conversation's version: the row is read again after them.
+    *_, row = yield Tx((*writes, Stmt("conversation_get", {"id": conversation_id}, "one")))
+    return conversation_from_row(ctx, row)
 
 
 def get(ctx: Ctx, conversation_id: str) -> Op[Conversation | None]:
@@ -92,16 +129,17 @@ def list_(
     limit: int,
     offset: int,
 ) -> Op[list[Conversation]]:
+    lim = ctx.limits
     rows = yield from many(
         "conversation_list",
         replica=True,
-        app=app,
-        framework=framework,
-        user_id=user_id,
+        app=None if app is None else check_text(app, "app", lim),
+        framework=None if framework is None else check_text(framework, "framework", lim),
+        user_id=None if user_id is None else check_text(user_id, "user_id", lim),
         status=check_status(status),
-        updated_before=updated_before,
-        limit=limit,
-        offset=offset,
+        updated_before=arguments.timestamp(updated_before, "updated_before"),
+        limit=arguments.integer(limit, "limit"),
+        offset=arguments.integer(offset, "offset"),
     )
     return [conversation_from_row(ctx, r) for r in rows]
 
@@ -115,6 +153,7 @@ def update(
     expected_version: int | None,
 ) -> Op[Conversation]:
     check_id(conversation_id, "conversation_id", ctx.limits)
+    arguments.optional_integer(expected_version, "expected_version")
     row = yield from one(
         "conversation_update",
         id=conversation_id,

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from ..codec import as_stored, check_id, check_text, has_escapes
+from .. import arguments
+from ..codec import as_stored, check_depth, check_id, check_text, has_escapes
 from ..crypto import AD
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
@@ -98,6 +99,7 @@ def prepare_append(
     """Validate ``events`` (and state patches) and build the append statement."""
     lim = ctx.limits
     check_id(conversation_id, "conversation_id", lim)
+    arguments.optional_integer(expected_seq, "expected_seq")
     ids: list[str] = []
     values: list[Any] = []
     rows: list[str] = []
@@ -107,8 +109,13 @@ def prepare_append(
         event_id = check_id(ev.event_id, f"events[{i}].event_id", lim) if ev.event_id is not None else uuid.uuid4().hex
         check_text(ev.kind, f"events[{i}].kind", lim, allow_empty=False)
         check_text(ev.author, f"events[{i}].author", lim)
+        arguments.timestamp(ev.created_at, f"events[{i}].created_at")
         where = event_ad(ctx.tenant, conversation_id, event_id, ev.kind, ev.author)
-        payload = as_stored(ev.payload) if ctx.sanitizer is None else ctx.sanitizer.clean_value(ev.payload)
+        if ctx.sanitizer is None:
+            payload = as_stored(ev.payload, lim)
+        else:  # the sanitiser walks the value recursively: a hostile depth must be refused first
+            check_depth(ev.payload, lim, path=f"events[{i}].payload")
+            payload = ctx.sanitizer.clean_value(ev.payload)
         sealed = seal(ctx.cipher, payload, lim, where, path=f"events[{i}].payload")
         ids.append(event_id)
         values.append(payload)
@@ -317,26 +324,22 @@ def list_stmt(
     since: datetime | None = None,
     kinds: Sequence[str] | None = None,
 ) -> Stmt:
-    if limit is not None and limit < 0:
-        raise InvalidInput("limit must not be negative", path="limit")
     return Stmt(
         "events_list",
         {
             "conversation_id": conversation_id,
-            "limit": limit,
-            "after_seq": after_seq,
-            "since": since,
-            "kinds": None if kinds is None else list(kinds),
+            "limit": arguments.optional_integer(limit, "limit"),
+            "after_seq": arguments.optional_integer(after_seq, "after_seq"),
+            "since": arguments.timestamp(since, "since"),
+            "kinds": arguments.names(kinds, "kinds"),
         },
     )
 
 
 def payloads(ctx: Ctx, conversation_id: str, *, limit: int | None) -> Op[list[Any]]:
-    if limit is not None and limit < 0:
-        raise InvalidInput("limit must not be negative", path="limit")
     params: dict[str, Any] = {
         "conversation_id": check_id(conversation_id, "conversation_id", ctx.limits),
-        "limit": limit,
+        "limit": arguments.optional_integer(limit, "limit"),
     }
     if ctx.cipher is None:
         (row,) = yield Tx((Stmt("event_payloads_array", params, "one"),), replica=True)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
-from .. import textsearch
+from .. import arguments, textsearch
 from ..codec import check_id, check_text, encode
 from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
@@ -34,6 +34,15 @@ def check_namespace(
             raise InvalidId("namespace labels must not contain U+001F", path=f"namespace[{i}]")
         if label == "*" and not wildcards:
             raise InvalidId("'*' is only allowed in namespace patterns", path=f"namespace[{i}]")
+    # The joined namespace is one column of the memory tables' primary keys, next to the tenant, the key
+    # (and a field): bound in bytes here, or Postgres refuses the index row after the work was done.
+    size = len(ns_path(labels).encode())
+    if size > 2 * ctx.limits.max_id_length:
+        raise InvalidId(
+            f"namespace is {size} bytes long ({len(labels)} labels, UTF-8, with separators); "
+            f"the limit is {2 * ctx.limits.max_id_length}",
+            path="namespace",
+        )
     return labels
 
 
@@ -91,9 +100,7 @@ def entry(ctx: Ctx, namespace: Sequence[str], key: str, value: Any, index: Index
 
 
 def _check_ttl(ttl: float | None) -> float | None:
-    if ttl is not None and ttl <= 0:
-        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
-    return None if ttl is None else float(ttl)
+    return arguments.optional_duration(ttl, "ttl")
 
 
 def put(
@@ -109,6 +116,7 @@ def put(
 ) -> Op[Memory]:
     check_text(user_id, "user_id", ctx.limits)
     ttl = _check_ttl(ttl)
+    arguments.optional_integer(expected_version, "expected_version")
     e = entry(ctx, namespace, key, value, index, "value")
     if ctx.memory_index is not None:
         rows = yield from memory_index.write(
@@ -212,8 +220,8 @@ def search(
     labels = check_namespace(ctx, prefix, wildcards=True, allow_empty=True)
     if query is not None and not isinstance(query, str):
         raise InvalidInput("query must be a string", path="query")
-    if limit < 0 or offset < 0:
-        raise InvalidInput("limit and offset must not be negative", path="limit")
+    arguments.integer(limit, "limit")
+    arguments.integer(offset, "offset")
     if mode not in SEARCH_MODES:
         raise InvalidInput(f"mode must be one of {', '.join(SEARCH_MODES)}, not {mode!r}", path="mode")
     if mode in ("vector", "hybrid") and ctx.memory_index is None:
@@ -302,7 +310,10 @@ def namespaces(
 ) -> Op[list[tuple[str, ...]]]:
     pre = check_namespace(ctx, prefix or (), wildcards=True, allow_empty=True)
     suf = check_namespace(ctx, suffix or (), wildcards=True, allow_empty=True)
-    rows = yield from many(
-        "memory_namespaces", **pattern_params(pre, suf), max_depth=max_depth, limit=limit, offset=offset
-    )
+    params: dict[str, Any] = {
+        "max_depth": arguments.optional_integer(max_depth, "max_depth"),
+        "limit": arguments.integer(limit, "limit"),
+        "offset": arguments.integer(offset, "offset"),
+    }
+    rows = yield from many("memory_namespaces", **pattern_params(pre, suf), **params)
     return [tuple(r[0]) for r in rows]

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
+from ..errors import SchemaError
 from .base import Op, Stmt, Tx
 
 
@@ -47,6 +48,13 @@ def migrate(schema: str) -> Op[list[int]]:
         hold=True,
     )
     applied = {r[0] for r in rows[3]}
+    unknown = sorted(applied - {m.version for m in migrations()})
+    if unknown:
+        yield Tx(())  # ends the transaction: nothing applied
+        raise SchemaError(
+            f"schema {schema!r} has migrations {unknown} that this version of pgagentstate does not know: "
+            "it was set up by a newer version; upgrade the library"
+        )
     pending = [m for m in migrations() if m.version not in applied]
     stmts: list[Stmt] = []
     for m in pending:

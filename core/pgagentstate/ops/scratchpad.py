@@ -13,8 +13,8 @@ import json
 import time
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id, decode_text, encode
-from ..errors import InvalidInput
 from ..sealing import ad, seal, unseal
 from .base import Cache, Ctx, Op, count, many
 
@@ -33,8 +33,7 @@ def _entry(ctx: Ctx, conversation_id: str, key: str) -> str:
 
 
 def put(ctx: Ctx, conversation_id: str, key: str, value: Any, *, ttl: float | None) -> Op[None]:
-    if ttl is not None and ttl <= 0:
-        raise InvalidInput("ttl must be positive (seconds) or None", path="ttl")
+    ttl = arguments.optional_duration(ttl, "ttl")
     check_id(conversation_id, "conversation_id", ctx.limits)
     check_id(key, "key", ctx.limits)
     if ctx.scratch_in_redis and ctx.cache is not None:

@@ -6,6 +6,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id, check_text
 from ..crypto import AD
 from ..errors import InvalidInput, NotFound, VersionConflict
@@ -87,11 +88,16 @@ def write_stmt(
     check_ref(ctx, ref)
     if (data is not None or replace) and not isinstance(data, Mapping):
         raise InvalidInput(f"state must be a mapping, not {type(data).__name__}", path="data")
-    removed = list(delete)
-    for key in removed:
-        check_id(key, "delete", ctx.limits)
-    if expected_version is not None and expected_version < 0:
-        raise InvalidInput("expected_version must be >= 0", path="expected_version")
+    # A string is one key: list("ab") would delete the keys "a" and "b".
+    if isinstance(delete, str):
+        removed = [delete]
+    elif isinstance(delete, Iterable):
+        removed = list(delete)
+    else:
+        raise InvalidInput(f"delete must be a key or keys, not {type(delete).__name__}", path="delete")
+    for i, key in enumerate(removed):
+        check_id(key, f"delete[{i}]", ctx.limits)
+    arguments.optional_integer(expected_version, "expected_version")
     if replace:
         sealed = put_data(ctx, ref, data or {})
     else:
@@ -147,5 +153,10 @@ def history(
     ctx: Ctx, ref: StateRef, *, limit: int | None, version: int | None = None, at: datetime | None = None
 ) -> Op[list[StateDoc]]:
     check_ref(ctx, ref)
-    rows = yield from many("state_history", replica=True, **ref_params(ref), limit=limit, version=version, at=at)
+    params: dict[str, Any] = {
+        "limit": arguments.optional_integer(limit, "limit"),
+        "version": arguments.optional_integer(version, "version"),
+        "at": arguments.timestamp(at, "at"),
+    }
+    rows = yield from many("state_history", replica=True, **ref_params(ref), **params)
     return [doc_from_row(ctx, r) for r in rows]

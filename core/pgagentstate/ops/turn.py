@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id
-from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
+from ..errors import AlreadyExists, NotFound, VersionConflict
 from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
 from ..validation import check_document
 from . import context_cache, conversations, events, state
@@ -39,13 +40,11 @@ def load_conversation(
     check_id(conversation_id, "conversation_id", ctx.limits)
     for ref in states:
         state.check_ref(ctx, ref)
-    if limit is not None and limit < 0:
-        raise InvalidInput("limit must not be negative", path="limit")
     params = {
         "id": conversation_id,
-        "limit": limit,
-        "since": since,
-        "kinds": None if kinds is None else list(kinds),
+        "limit": arguments.optional_integer(limit, "limit"),
+        "since": arguments.timestamp(since, "since"),
+        "kinds": arguments.names(kinds, "kinds", ctx.limits),
         "scopes": [r.scope for r in states],
         "apps": [r.app_name for r in states],
         "subjects": [r.subject for r in states],
@@ -89,8 +88,7 @@ def load(
     ``create``: the fields of a conversation to create when there is none (a second round trip, on the
     conversation's first turn only)."""
     ref = state.check_ref(ctx, StateRef.conversation(conversation_id, state_name))
-    if recent is not None and recent < 0:
-        raise InvalidInput("recent must not be negative", path="recent")
+    arguments.optional_integer(recent, "recent")
     hit = yield from context_cache.lookup(ctx, conversation_id, state_name, recent)
     if hit is not None:
         conv, recent_events, doc, complete = hit

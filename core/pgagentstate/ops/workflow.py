@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id
 from ..errors import InvalidInput, NotFound
 from ..models import STEP_STATUSES, Step
@@ -41,7 +42,8 @@ def _key(ctx: Ctx, conversation_id: str, workflow: str, step: str) -> dict[str, 
 
 def start(ctx: Ctx, conversation_id: str, workflow: str, step: str, *, position: int, lease: float) -> Op[Step]:
     key = _key(ctx, conversation_id, workflow, step)
-    row = yield from one("step_start", **key, position=position, lease=float(lease))
+    position = arguments.integer(position, "position", low=-arguments.INT - 1, high=arguments.INT)
+    row = yield from one("step_start", **key, position=position, lease=arguments.duration(lease, "lease"))
     if row:
         return step_from_row(ctx, row)
     rows = yield from many("step_list", **key)
@@ -69,7 +71,7 @@ def set_status(
         "step_set",
         **_key(ctx, conversation_id, workflow, step),
         status=status,
-        position=position,
+        position=arguments.integer(position, "position", low=-arguments.INT - 1, high=arguments.INT),
         result=None
         if result is None
         else seal(
