@@ -13,6 +13,18 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+# Control characters (C0 but newline, DEL, C1) and the bidirectional overrides: printed raw, customer data
+# could move the cursor, rewrite earlier lines, retitle the terminal or reorder what an operator reads.
+_UNSAFE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as a ``\\uXXXX`` escape (newlines kept).
+
+    The escape is also JSON's, so JSON output stays valid and decodes to the same value."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$", re.IGNORECASE)
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 

@@ -12,7 +12,7 @@ from typing import Any
 from ...ops import operations
 from ...ops.operations import to_jsonable
 from ...sync import StateStore
-from ..term import parse_duration
+from ..term import parse_duration, printable
 
 Command = Callable[[argparse.Namespace], int]
 #: ``add(name, command, help)``: registers a subcommand (with the common options) and returns its parser.
@@ -38,11 +38,12 @@ def open_store(args: argparse.Namespace, *, max_size: int = 2) -> StateStore:
 
 
 def emit(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> None:
-    """Print ``data`` as JSON with ``--json``, else the text ``render`` builds."""
+    """Print ``data`` as JSON with ``--json``, else the text ``render`` builds; control characters of
+    customer data are escaped either way (:func:`~pgagentstate.ui.term.printable`)."""
     if args.json:
-        print(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False))
+        print(printable(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False)))
     else:
-        print(render())
+        print(printable(render()))
 
 
 def duration(text: str) -> float:
