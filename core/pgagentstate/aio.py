@@ -27,11 +27,18 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
-from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .connect import (
+    behind_pgbouncer,
+    first_connect_kwargs,
+    idle_connection_is_dead,
+    pool_kwargs,
+    resolve_dsn,
+    unreachable,
+)
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, translate
+from .errors import ConnectionLost, InvalidInput, translate
 from .models import (
     Conversation,
     Event,
@@ -85,6 +92,7 @@ class _AsyncSource:
         self.pool: AsyncConnectionPool[Any] | None = None
         self.conn: AsyncConnection[Any] | None = None
         self.owned = False
+        self._dsn = ""  # of a pool the store owns
         self._opened = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = asyncio.Lock()
@@ -95,8 +103,9 @@ class _AsyncSource:
         elif isinstance(conn, AsyncConnection):
             self.conn = conn
         else:
+            self._dsn = resolve_dsn(conn)
             self.pool = AsyncConnectionPool(
-                resolve_dsn(conn),
+                self._dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
@@ -115,6 +124,8 @@ class _AsyncSource:
         if not self._opened:
             async with self._open_lock:
                 if not self._opened:
+                    if self.owned:
+                        await self._first_connection(self._dsn)
                     await self.pool.open()
                     self._opened = True
         conn = await self._live_connection(self.pool)
@@ -122,6 +133,17 @@ class _AsyncSource:
             yield conn
         finally:
             await self.pool.putconn(conn)
+
+    @staticmethod
+    async def _first_connection(dsn: str) -> None:
+        """Connect once before starting the pool, so that a wrong DSN or a server that is down fails the
+        first call at once with the reason. The pool itself retries in the background for its whole
+        timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
+        try:
+            conn = await AsyncConnection.connect(dsn, **first_connect_kwargs(dsn))
+        except psycopg.OperationalError as exc:
+            raise ConnectionLost(unreachable(dsn, exc)) from None
+        await conn.close()
 
     @staticmethod
     async def _live_connection(pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:

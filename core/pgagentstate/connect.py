@@ -11,6 +11,11 @@ import select
 from typing import Any
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
+
+#: Seconds the first connection of a store may take (unless the DSN sets ``connect_timeout``): a server
+#: that refuses fails at once; this bounds one that does not answer at all.
+FIRST_CONNECT_TIMEOUT = 10
 
 
 def resolve_dsn(dsn: str | None) -> str:
@@ -24,6 +29,24 @@ def resolve_dsn(dsn: str | None) -> str:
     from .embedded import embedded_dsn
 
     return embedded_dsn()
+
+
+def first_connect_kwargs(dsn: str) -> dict[str, Any]:
+    """Keyword arguments for the probe a store makes before it starts its pool (see ``_AsyncSource``)."""
+    return {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": FIRST_CONNECT_TIMEOUT}
+
+
+def where(dsn: str) -> str:
+    """``host:port/dbname`` of a DSN (URL or ``key=value`` form), without user or password."""
+    info = conninfo_to_dict(dsn)
+    host = str(info.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = str(info.get("port") or os.environ.get("PGPORT") or "5432")
+    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def unreachable(dsn: str, exc: BaseException) -> str:
+    """The message for a server that cannot be reached: where, and the driver's reason on one line."""
+    return f"cannot connect to Postgres at {where(dsn)}: {' '.join(str(exc).split())}"
 
 
 def behind_pgbouncer() -> bool:

@@ -26,11 +26,18 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool
 
 from .codec import DEFAULT_LIMITS, Limits, check_id
-from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .connect import (
+    behind_pgbouncer,
+    first_connect_kwargs,
+    idle_connection_is_dead,
+    pool_kwargs,
+    resolve_dsn,
+    unreachable,
+)
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, translate
+from .errors import ConnectionLost, InvalidInput, translate
 from .models import (
     Conversation,
     Event,
@@ -84,6 +91,7 @@ class _SyncSource:
         self.pool: ConnectionPool[Any] | None = None
         self.conn: Connection[Any] | None = None
         self.owned = False
+        self._dsn = ""  # of a pool the store owns
         self._opened = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = threading.Lock()
@@ -94,8 +102,9 @@ class _SyncSource:
         elif isinstance(conn, Connection):
             self.conn = conn
         else:
+            self._dsn = resolve_dsn(conn)
             self.pool = ConnectionPool(
-                resolve_dsn(conn),
+                self._dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
@@ -114,6 +123,8 @@ class _SyncSource:
         if not self._opened:
             with self._open_lock:
                 if not self._opened:
+                    if self.owned:
+                        self._first_connection(self._dsn)
                     self.pool.open()
                     self._opened = True
         conn = self._live_connection(self.pool)
@@ -121,6 +132,17 @@ class _SyncSource:
             yield conn
         finally:
             self.pool.putconn(conn)
+
+    @staticmethod
+    def _first_connection(dsn: str) -> None:
+        """Connect once before starting the pool, so that a wrong DSN or a server that is down fails the
+        first call at once with the reason. The pool itself retries in the background for its whole
+        timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
+        try:
+            conn = Connection.connect(dsn, **first_connect_kwargs(dsn))
+        except psycopg.OperationalError as exc:
+            raise ConnectionLost(unreachable(dsn, exc)) from None
+        conn.close()
 
     @staticmethod
     def _live_connection(pool: ConnectionPool[Any]) -> Connection[Any]:
