@@ -18,7 +18,7 @@ from psycopg.conninfo import conninfo_to_dict
 FIRST_CONNECT_TIMEOUT = 10
 
 
-def resolve_dsn(dsn: str | None) -> str:
+def resolve_dsn(dsn: str | None = None) -> str:
     """The DSN to use: the argument, the environment, or the embedded server's."""
     if dsn:
         return dsn

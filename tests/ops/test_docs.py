@@ -144,3 +144,31 @@ def test_the_api_reference_names_every_public_method() -> None:
     names |= {n for n in operations.__all__ if inspect.isfunction(getattr(operations, n))}
     missing = sorted(n for n in names if f"{n}(" not in text)
     assert not missing, f"docs/api.md does not document: {missing}"
+
+
+def test_docs_examples_connect_the_way_the_library_does() -> None:
+    """No example falls back to a server of its own (it hung 30 s on a machine without one and wrote into
+    the `postgres` database of a machine with one): they use the library's resolution (environment, else
+    the embedded Postgres)."""
+    hardcoded = [f"docs/{doc.name}:{line}" for doc in DOCUMENTS for line, code in runnable_blocks(doc)
+                 if re.search(r"[\"']postgres(ql)?://", code)]
+    assert not hardcoded, hardcoded
+
+
+def test_user_docs_state_current_facts_in_their_own_words() -> None:
+    """A user has never seen the issue texts ("the brief") and needs no development log: rounds of work,
+    what was tried and dropped, go to git and docs/dev/."""
+    pages = [*DOCS.glob("*.md"), DOCS.parent / "README.md", DOCS.parent / "examples" / "README.md"]
+    words = re.compile(r"\bthe brief\b|\bbrief's\b|\b(this|previous|last|earlier) rounds?\b|tried and dropped",
+                       re.IGNORECASE)
+    found = [f"{page.name}:{n}: {line.strip()}" for page in pages
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if words.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_install_commands_name_the_source_tree() -> None:
+    """The package is not on PyPI: `pip install pgagentstate` would fail (or install someone else's)."""
+    found = [f"{page.name}:{n}" for page in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"pip install ['\"]?pgagentstate\b", line)]
+    assert not found, found
