@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import select
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -47,6 +48,26 @@ def where(dsn: str) -> str:
 def unreachable(dsn: str, exc: BaseException) -> str:
     """The message for a server that cannot be reached: where, and the driver's reason on one line."""
     return f"cannot connect to Postgres at {where(dsn)}: {' '.join(str(exc).split())}"
+
+
+def dsn_url(dsn: str, scheme: str = "postgresql") -> str:
+    """A DSN in URL form, whichever form it was given in (``postgresql://...`` or libpq's ``key=value``),
+    with another ``scheme`` if asked: an ADK service URI (``pgagentstate://``) or a SQLAlchemy URL."""
+    info = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    user = quote(info.pop("user", ""), safe="")
+    password = info.pop("password", None)
+    auth = f"{user}:{quote(password, safe='')}@" if password is not None else (f"{user}@" if user else "")
+    host = info.pop("host", "")
+    if host.startswith("/") or "," in host:  # a socket directory or several hosts: a query parameter
+        info["host"] = host
+        host = ""
+    port = info.pop("port", "")
+    netloc = f"{auth}{host}{':' + port if port and host else ''}"
+    if port and not host:
+        info["port"] = port
+    path = "/" + quote(info.pop("dbname", ""), safe="")
+    query = urlencode(sorted(info.items()))
+    return f"{scheme}://{netloc}{path}{'?' + query if query else ''}"
 
 
 def behind_pgbouncer() -> bool:

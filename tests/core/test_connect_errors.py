@@ -44,3 +44,33 @@ def test_a_right_dsn_still_connects_through_the_probe(dsn: str, schema: str) -> 
     with StateStore(dsn, schema=schema) as store:
         store.create_conversation("c1")
         assert store.get_conversation("c1") is not None
+
+
+@pytest.mark.parametrize("keywords", [
+    "user=postgres dbname=x host=127.0.0.1",
+    "host=/tmp/sockets user=postgres dbname=postgres port=5433",
+    "user=a password='p@ss w/:' host=db.internal port=6432 dbname=agents sslmode=require",
+])
+def test_a_key_value_dsn_has_the_same_url(keywords: str) -> None:
+    from psycopg.conninfo import conninfo_to_dict
+
+    from pgagentstate.connect import dsn_url
+
+    url = dsn_url(keywords)
+    assert url.startswith("postgresql://") and conninfo_to_dict(url) == conninfo_to_dict(keywords)
+    assert dsn_url(url) == url  # a URL stays as it is
+    assert dsn_url(keywords, "pgagentstate").startswith("pgagentstate://")
+
+
+def test_a_key_value_test_dsn_reaches_the_same_server(dsn: str, schema: str) -> None:
+    """The suite runs with PGAGENTSTATE_TEST_DSN in either form: the store takes both."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    from pgagentstate.connect import dsn_url
+
+    keywords = make_conninfo("", **conninfo_to_dict(dsn))
+    assert "://" not in keywords
+    with StateStore(keywords, schema=schema) as store:
+        store.create_conversation("c1")
+    with StateStore(dsn_url(keywords), schema=schema) as store:
+        assert store.get_conversation("c1") is not None
