@@ -96,12 +96,13 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_col: int = 48) -> str:
-    """An aligned plain-text table; cells are cut at ``max_col`` characters. Numbers align right."""
-    cells = [
-        [short("" if v is None else v, max_col) if not isinstance(v, str) else short(v, max_col) for v in row]
-        for row in rows
-    ]
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_col: int = 48, whole: Sequence[str] = ()
+) -> str:
+    """An aligned plain-text table; cells are cut at ``max_col`` characters, except in the ``whole``
+    columns (ids an operator copies into the next command, a check's explanation). Numbers align right."""
+    widths_cap = [10**9 if h in whole else max_col for h in headers]
+    cells = [[short("" if v is None else v, cap) for v, cap in zip(row, widths_cap, strict=True)] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, cell in enumerate(row):
