@@ -172,3 +172,44 @@ def test_install_commands_name_the_source_tree() -> None:
              for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
              if re.search(r"pip install ['\"]?pgagentstate\b", line)]
     assert not found, found
+
+
+EXAMPLES = DOCS.parent / "examples"
+# What a fresh clone's shell does not have: no server is configured, the library picks the embedded one.
+UNSET = ("PGAGENTSTATE_DSN", "DATABASE_URL", "PGAGENTSTATE_TEST_DSN", "PGAGENTSTATE_DATA_DIR", "PGHOST", "PGPORT",
+         "PGDATABASE", "PGUSER", "OPENAI_API_KEY", "GOOGLE_API_KEY")
+
+
+def _run_bounded(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate()
+        pytest.fail(f"{what} hung for 300 s:\n{out[-3000:]}\n{err[-3000:]}")
+    assert proc.returncode == 0, f"{what} failed:\n{out[-3000:]}\n{err[-3000:]}"
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_runs_every_docs_example_and_every_example_script_twice(tmp_path: Path) -> None:
+    """No environment at all: every runnable docs block and every ``examples/*.py`` starts the embedded
+    Postgres (in the working directory, as a user's first run does) and runs twice on the same database.
+    Several minutes; each process is bounded (300 s), and the embedded server is stopped afterwards."""
+    from pgagentstate import embedded
+
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env["PGAGENTSTATE_DEMO_SCRIPTED"] = "1"  # the examples' scripted models, never a real one
+    scripts = [(f"{doc.name}:{line}", tmp_path / f"{doc.stem}_{line}.py", code)
+               for doc in DOCUMENTS for line, code in runnable_blocks(doc)]
+    for _, path, code in scripts:
+        path.write_text(code, encoding="utf-8")
+    runs = [(name, [sys.executable, str(path)]) for name, path, _ in scripts]
+    runs += [(f"examples/{p.name}", [sys.executable, str(p)]) for p in sorted(EXAMPLES.glob("*.py"))]
+    try:
+        for attempt in (1, 2):
+            for name, argv in runs:
+                _run_bounded(argv, tmp_path, env, f"{name} (run {attempt})")
+    finally:
+        embedded.stop(tmp_path / ".pgagentstate" / "pg")
+    assert not (tmp_path / ".pgagentstate" / "pg" / "postmaster.pid").exists()
