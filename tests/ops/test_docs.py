@@ -213,3 +213,10 @@ def test_a_fresh_clone_runs_every_docs_example_and_every_example_script_twice(tm
     finally:
         embedded.stop(tmp_path / ".pgagentstate" / "pg")
     assert not (tmp_path / ".pgagentstate" / "pg" / "postmaster.pid").exists()
+
+
+def test_every_docs_example_says_what_it_shows() -> None:
+    """An example that only asserts prints nothing when it works and a bare AssertionError when not."""
+    silent = [f"docs/{doc.name}:{line}" for doc in DOCUMENTS for line, code in runnable_blocks(doc)
+              if "print(" not in code]
+    assert not silent, silent
