@@ -67,13 +67,14 @@ def play(cluster: Cluster, customer: str, start: datetime, chaos: RedisChaos | N
     for i, (offset, text) in enumerate(SCRIPT):
         if i and offset - SCRIPT[i - 1][0] >= 240:
             _say(f"    ... {(offset - SCRIPT[i - 1][0]) // 60} minutos depois (relógio simulado) ...")
-        began = time.monotonic()
-        if chaos is not None and i:  # the brief's Redis failures, one before each message after the first
+        if chaos is not None and i:  # Redis's failure modes, one before each message after the first
             _say(f"    !! {chaos.fault(i - 1)}")
-        delivery = cluster.deliver(customer, text, base + offset)
-        took = time.monotonic() - began
+        # The message first: what happens while it is handled (a timeout, a kill -9) is printed below it.
         marker = " (refund turn)" if i == REFUND_TURN else ""
-        _say(f"    cliente -> {text!r}: answered by {delivery.worker} in {took:.1f} s{marker}")
+        _say(f"    cliente -> {text!r}{marker}")
+        began = time.monotonic()
+        delivery = cluster.deliver(customer, text, base + offset)
+        _say(f"       answered by {delivery.worker} in {time.monotonic() - began:.1f} s")
 
 
 def run_framework(
@@ -201,7 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--redis",
         action="store_true",
         help="put a Redis tier in front of Postgres (a redis-server of the demo's own) and flush, kill -9 and "
-        "tamper with it between messages: the brief's Redis failures, doing no harm",
+        "tamper with it between messages: Redis's failure modes (crash, lost keys, edited values), doing no harm",
     )
     return parser
 

@@ -29,11 +29,18 @@ from psycopg_pool import AsyncConnectionPool
 
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
-from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .connect import (
+    behind_pgbouncer,
+    first_connect_kwargs,
+    idle_connection_is_dead,
+    pool_kwargs,
+    resolve_dsn,
+    unreachable,
+)
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, PoolDeadlock, translate
+from .errors import ConnectionLost, InvalidInput, PoolDeadlock, translate
 from .loops import close_at_loop_end
 from .models import (
     Conversation,
@@ -114,6 +121,8 @@ class _AsyncSource:
         self.pool: AsyncConnectionPool[Any] | None = None
         self.conn: AsyncConnection[Any] | None = None
         self.owned = False
+        self._dsn = ""  # of the pools the store owns
+        self._probed = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = asyncio.Lock()
         self._pools: dict[Any, _LoopPool] = {}
@@ -122,7 +131,7 @@ class _AsyncSource:
         elif isinstance(conn, AsyncConnection):
             self.conn = conn
         else:
-            dsn = resolve_dsn(conn)
+            dsn = self._dsn = resolve_dsn(conn)
             self._new_pool: Callable[[], AsyncConnectionPool[Any]] = lambda: AsyncConnectionPool(
                 dsn,
                 min_size=min_size,
@@ -168,10 +177,24 @@ class _AsyncSource:
         if not entry.opened:
             async with entry.lock:
                 if not entry.opened:
+                    if not self._probed:
+                        await self._first_connection(self._dsn)
+                        self._probed = True
                     await entry.pool.open()
                     entry.closer = close_at_loop_end(entry.pool)  # sync: pass
                     entry.opened = True
         return entry.pool
+
+    @staticmethod
+    async def _first_connection(dsn: str) -> None:
+        """Connect once before starting the first pool, so that a wrong DSN or a server that is down fails
+        the first call at once with the reason. The pool itself retries in the background for its whole
+        timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
+        try:
+            conn = await AsyncConnection.connect(dsn, **first_connect_kwargs(dsn))
+        except psycopg.OperationalError as exc:
+            raise ConnectionLost(unreachable(dsn, exc)) from None
+        await conn.close()
 
     @staticmethod
     async def _live_connection(pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:

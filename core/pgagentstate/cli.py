@@ -5,6 +5,7 @@ rotate-keys, ui) are in :mod:`pgagentstate.ui.commands`, one module per command 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -38,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except PgAgentStateError as exc:
         print(f"pgagentstate: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 2
+    except BrokenPipeError:
+        # The reader went away (`pgagentstate export u | head`): not an error of ours. Point stdout at
+        # /dev/null so the interpreter's final flush does not raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -9,13 +9,19 @@ from __future__ import annotations
 import os
 import select
 from typing import Any
+from urllib.parse import quote, urlencode
 
 import psycopg
+from psycopg.conninfo import conninfo_to_dict
 
 from .errors import InvalidInput
 
+#: Seconds the first connection of a store may take (unless the DSN sets ``connect_timeout``): a server
+#: that refuses fails at once; this bounds one that does not answer at all.
+FIRST_CONNECT_TIMEOUT = 10
 
-def resolve_dsn(dsn: str | None) -> str:
+
+def resolve_dsn(dsn: str | None = None) -> str:
     """The DSN to use: the argument, the environment, or the embedded server's."""
     if dsn:
         return dsn
@@ -26,6 +32,44 @@ def resolve_dsn(dsn: str | None) -> str:
     from .embedded import embedded_dsn
 
     return embedded_dsn()
+
+
+def first_connect_kwargs(dsn: str) -> dict[str, Any]:
+    """Keyword arguments for the probe a store makes before it starts its pool (see ``_AsyncSource``)."""
+    return {} if "connect_timeout" in conninfo_to_dict(dsn) else {"connect_timeout": FIRST_CONNECT_TIMEOUT}
+
+
+def where(dsn: str) -> str:
+    """``host:port/dbname`` of a DSN (URL or ``key=value`` form), without user or password."""
+    info = conninfo_to_dict(dsn)
+    host = str(info.get("host") or os.environ.get("PGHOST") or "localhost")
+    port = str(info.get("port") or os.environ.get("PGPORT") or "5432")
+    return f"{host}:{port}/{info.get('dbname') or info.get('user') or ''}"
+
+
+def unreachable(dsn: str, exc: BaseException) -> str:
+    """The message for a server that cannot be reached: where, and the driver's reason on one line."""
+    return f"cannot connect to Postgres at {where(dsn)}: {' '.join(str(exc).split())}"
+
+
+def dsn_url(dsn: str, scheme: str = "postgresql") -> str:
+    """A DSN in URL form, whichever form it was given in (``postgresql://...`` or libpq's ``key=value``),
+    with another ``scheme`` if asked: an ADK service URI (``pgagentstate://``) or a SQLAlchemy URL."""
+    info = {k: str(v) for k, v in conninfo_to_dict(dsn).items()}
+    user = quote(info.pop("user", ""), safe="")
+    password = info.pop("password", None)
+    auth = f"{user}:{quote(password, safe='')}@" if password is not None else (f"{user}@" if user else "")
+    host = info.pop("host", "")
+    if host.startswith("/") or "," in host:  # a socket directory or several hosts: a query parameter
+        info["host"] = host
+        host = ""
+    port = info.pop("port", "")
+    netloc = f"{auth}{host}{':' + port if port and host else ''}"
+    if port and not host:
+        info["port"] = port
+    path = "/" + quote(info.pop("dbname", ""), safe="")
+    query = urlencode(sorted(info.items()))
+    return f"{scheme}://{netloc}{path}{'?' + query if query else ''}"
 
 
 def behind_pgbouncer() -> bool:

@@ -28,11 +28,18 @@ from psycopg_pool import ConnectionPool
 
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
-from .connect import behind_pgbouncer, idle_connection_is_dead, pool_kwargs, resolve_dsn
+from .connect import (
+    behind_pgbouncer,
+    first_connect_kwargs,
+    idle_connection_is_dead,
+    pool_kwargs,
+    resolve_dsn,
+    unreachable,
+)
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import InvalidInput, PoolDeadlock, translate
+from .errors import ConnectionLost, InvalidInput, PoolDeadlock, translate
 from .models import (
     Conversation,
     Event,
@@ -112,6 +119,8 @@ class _SyncSource:
         self.pool: ConnectionPool[Any] | None = None
         self.conn: Connection[Any] | None = None
         self.owned = False
+        self._dsn = ""  # of the pools the store owns
+        self._probed = False
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = threading.Lock()
         self._pools: dict[Any, _LoopPool] = {}
@@ -120,7 +129,7 @@ class _SyncSource:
         elif isinstance(conn, Connection):
             self.conn = conn
         else:
-            dsn = resolve_dsn(conn)
+            dsn = self._dsn = resolve_dsn(conn)
             self._new_pool: Callable[[], ConnectionPool[Any]] = lambda: ConnectionPool(
                 dsn,
                 min_size=min_size,
@@ -166,10 +175,24 @@ class _SyncSource:
         if not entry.opened:
             with entry.lock:
                 if not entry.opened:
+                    if not self._probed:
+                        self._first_connection(self._dsn)
+                        self._probed = True
                     entry.pool.open()
                     pass
                     entry.opened = True
         return entry.pool
+
+    @staticmethod
+    def _first_connection(dsn: str) -> None:
+        """Connect once before starting the first pool, so that a wrong DSN or a server that is down fails
+        the first call at once with the reason. The pool itself retries in the background for its whole
+        timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
+        try:
+            conn = Connection.connect(dsn, **first_connect_kwargs(dsn))
+        except psycopg.OperationalError as exc:
+            raise ConnectionLost(unreachable(dsn, exc)) from None
+        conn.close()
 
     @staticmethod
     def _live_connection(pool: ConnectionPool[Any]) -> Connection[Any]:

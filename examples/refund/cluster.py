@@ -81,7 +81,9 @@ class Cluster:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self.on_event = on_event
-        self.payment = Service("payment", workdir / "payment.sqlite", faults=Faults(next=list(payment_faults or [])))
+        self.payment = Service(
+            "payment", workdir / "payment.sqlite", faults=Faults(next=list(payment_faults or [])), on_fault=on_event
+        )
         self.email = Service("email", workdir / "email.sqlite")
         self.whatsapp = Service("whatsapp", workdir / "whatsapp.sqlite")
         self.urls = ServiceUrls(self.payment.url, self.email.url, self.whatsapp.url)

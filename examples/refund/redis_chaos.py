@@ -1,8 +1,8 @@
-"""The brief's Redis failure modes, played against the demo's Redis tier (``examples/demo.py --redis``).
+"""Redis's failure modes, played against the demo's Redis tier (``examples/demo.py --redis``).
 
 The demo's workers put a Redis tier in front of Postgres (``PGAGENTSTATE_DEMO_REDIS``); between customer
-messages this module does to Redis what the brief warns about — it crashes (kill -9, restarted empty), its
-data vanishes (``FLUSHALL``: a TTL that expired, an eviction), and values are edited behind our back — while
+messages this module does to Redis what goes wrong with it in production — it crashes (kill -9, restarted
+empty), its data vanishes (``FLUSHALL``: a TTL that expired, an eviction), and values are edited behind our back — while
 the audit checks that the agent still remembered the email and paid once.
 """
 

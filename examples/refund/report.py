@@ -163,6 +163,13 @@ def audit_lines(a: Audit) -> list[str]:
             ["workers killed", "; ".join(a.kills) or "none"],
         ],
     )
+    if len(a.conversations) > 1:
+        lines += [
+            "",
+            "  Why more than one conversation for one chat: the webhook keeps the WhatsApp channel's own",
+            "  (what was said, the facts, the refund workflow and its ledger: what operators look at), and the",
+            "  framework keeps its thread or session in the same Postgres (its history, what the model sees).",
+        ]
     lines += ["", "  Workflow steps:"]
     lines += table(
         ["step", "status", "attempts", "last error"],

@@ -135,12 +135,21 @@ class Ledger:
 class Service:
     """One API (``kind`` in payment, email, whatsapp) on its own port, records in ``db_path``."""
 
-    def __init__(self, kind: str, db_path: Path, *, port: int = 0, faults: Faults | None = None) -> None:
+    def __init__(
+        self,
+        kind: str,
+        db_path: Path,
+        *,
+        port: int = 0,
+        faults: Faults | None = None,
+        on_fault: Callable[[str], None] = lambda line: None,
+    ) -> None:
         if kind not in KINDS:
             raise ValueError(f"unknown service {kind!r}; one of {KINDS}")
         self.kind = kind
         self.ledger = Ledger(db_path)
         self.faults = faults or Faults()
+        self.on_fault = on_fault  # told when an injected fault happens (the demo prints it)
         self._server = _Server(("127.0.0.1", port), _handler_for(self))
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -186,6 +195,7 @@ class Service:
         fault = self.faults.draw()
         if fault == "error":
             self.ledger.log("payment", key, "error")
+            self.on_fault("payment API: injected error (HTTP 500); the step fails and is retried")
             return 500, {"error": "payment processor unavailable"}, False
         status, response, replayed = self.ledger.apply(
             "payment",
@@ -202,6 +212,10 @@ class Service:
         if fault == "timeout":
             # The refund is done and recorded; the answer comes too late for the caller.
             self.ledger.log("payment", key, "timeout")
+            self.on_fault(
+                f"payment API: injected timeout (refund done, answer {self.faults.slow_seconds:.1f} s late); the "
+                "step is retried with the same Idempotency-Key and gets the recorded refund back"
+            )
             time.sleep(self.faults.slow_seconds)
         return status, response, replayed
 

@@ -19,6 +19,8 @@ import psycopg
 import pytest
 from google.adk.sessions import BaseSessionService, InMemorySessionService
 
+from pgagentstate.connect import dsn_url
+
 # pytest runs with --import-mode=importlib: make this folder's helper module (adk_samples) importable.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,9 +39,9 @@ def _dsn(request: pytest.FixtureRequest) -> str:
 
 def sqlalchemy_url(dsn: str, search_path: str) -> str:
     """``postgresql+psycopg://`` URL for ADK's DatabaseSessionService, confined to one schema."""
-    base = dsn.split("://", 1)[1]
+    base = dsn_url(dsn, "postgresql+psycopg")
     sep = "&" if "?" in base else "?"
-    return f"postgresql+psycopg://{base}{sep}options={quote(f'-csearch_path={search_path}')}"
+    return f"{base}{sep}options={quote(f'-csearch_path={search_path}')}"
 
 
 @pytest.fixture

@@ -23,6 +23,7 @@ from pgagentstate import StateRef, StateStore
 from pgagentstate.adk import PostgresMemoryService, PostgresSessionService, conversation_id_for, register_services
 from pgagentstate.adk._store import parse_uri
 from pgagentstate.adk.registry import memory_service_factory, session_service_factory
+from pgagentstate.connect import dsn_url
 
 ROOT = Path(__file__).resolve().parents[2]
 AGENT = "support_bot"
@@ -63,8 +64,8 @@ def make_agents_dir(base: Path, *, services_py: str | None = None, services_yaml
 
 
 def uri_for(dsn: str, schema: str, scheme: str = "pgagentstate") -> str:
-    rest = dsn.split("://", 1)[1]
-    return f"{scheme}://{rest}{'&' if '?' in rest else '?'}schema={schema}"
+    url = dsn_url(dsn, scheme)  # the test DSN may be in libpq's key=value form
+    return f"{url}{'&' if '?' in url else '?'}schema={schema}"
 
 
 # ---------------------------------------------------------------- URIs and the registry

@@ -18,6 +18,8 @@ from google.adk.sessions import Session
 from google.adk.tools import load_memory, preload_memory
 from google.genai import types
 
+from pgagentstate.connect import dsn_url
+
 APP = "shop"
 
 
@@ -291,7 +293,7 @@ async def test_embedded_memories_are_found_by_meaning(dsn: str, schema: str) -> 
 async def test_memory_uri_carries_the_embedder(dsn: str, schema: str) -> None:
     from pgagentstate.adk.registry import memory_service_factory, session_service_factory
 
-    base = dsn.replace("postgresql://", "pgagentstate://", 1)
+    base = dsn_url(dsn, "pgagentstate")
     sep = "&" if "?" in base else "?"
     memory = memory_service_factory(f"{base}{sep}schema={schema}&embed=hash&dims=32")
     try:

@@ -69,3 +69,20 @@ def test_the_demo_imports_no_framework() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "[]"
+
+
+def test_demo_tells_what_happens_when_it_happens(dsn: str) -> None:
+    """The injected payment timeout is announced, the kill -9 is printed under the message it interrupted,
+    and the audit says why one chat has two conversations."""
+    proc = run_demo("--dsn", dsn, "--framework", "core")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    lines = proc.stdout.splitlines()
+
+    def where(text: str) -> int:
+        return next(i for i, line in enumerate(lines) if text in line)
+
+    refund = where("(refund turn)")
+    timeout, kill = where("injected timeout"), where("kill -9 w")
+    answered = next(i for i in range(refund, len(lines)) if "answered by" in lines[i])
+    assert refund < timeout < answered and refund < kill < answered, "\n".join(lines[refund - 1:answered + 1])
+    assert "Why more than one conversation" in proc.stdout

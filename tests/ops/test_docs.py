@@ -144,3 +144,79 @@ def test_the_api_reference_names_every_public_method() -> None:
     names |= {n for n in operations.__all__ if inspect.isfunction(getattr(operations, n))}
     missing = sorted(n for n in names if f"{n}(" not in text)
     assert not missing, f"docs/api.md does not document: {missing}"
+
+
+def test_docs_examples_connect_the_way_the_library_does() -> None:
+    """No example falls back to a server of its own (it hung 30 s on a machine without one and wrote into
+    the `postgres` database of a machine with one): they use the library's resolution (environment, else
+    the embedded Postgres)."""
+    hardcoded = [f"docs/{doc.name}:{line}" for doc in DOCUMENTS for line, code in runnable_blocks(doc)
+                 if re.search(r"[\"']postgres(ql)?://", code)]
+    assert not hardcoded, hardcoded
+
+
+def test_user_docs_state_current_facts_in_their_own_words() -> None:
+    """A user has never seen the issue texts ("the brief") and needs no development log: rounds of work,
+    what was tried and dropped, go to git and docs/dev/."""
+    pages = [*DOCS.glob("*.md"), DOCS.parent / "README.md", DOCS.parent / "examples" / "README.md"]
+    words = re.compile(r"\bthe brief\b|\bbrief's\b|\b(this|previous|last|earlier) rounds?\b|tried and dropped",
+                       re.IGNORECASE)
+    found = [f"{page.name}:{n}: {line.strip()}" for page in pages
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1) if words.search(line)]
+    assert not found, "\n".join(found)
+
+
+def test_install_commands_name_the_source_tree() -> None:
+    """The package is not on PyPI: `pip install pgagentstate` would fail (or install someone else's)."""
+    found = [f"{page.name}:{n}" for page in [*DOCS.glob("*.md"), DOCS.parent / "README.md"]
+             for n, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1)
+             if re.search(r"pip install ['\"]?pgagentstate\b", line)]
+    assert not found, found
+
+
+EXAMPLES = DOCS.parent / "examples"
+# What a fresh clone's shell does not have: no server is configured, the library picks the embedded one.
+UNSET = ("PGAGENTSTATE_DSN", "DATABASE_URL", "PGAGENTSTATE_TEST_DSN", "PGAGENTSTATE_DATA_DIR", "PGHOST", "PGPORT",
+         "PGDATABASE", "PGUSER", "OPENAI_API_KEY", "GOOGLE_API_KEY")
+
+
+def _run_bounded(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> None:
+    proc = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.send_signal(signal.SIGABRT)
+        out, err = proc.communicate()
+        pytest.fail(f"{what} hung for 300 s:\n{out[-3000:]}\n{err[-3000:]}")
+    assert proc.returncode == 0, f"{what} failed:\n{out[-3000:]}\n{err[-3000:]}"
+
+
+@pytest.mark.slow
+def test_a_fresh_clone_runs_every_docs_example_and_every_example_script_twice(tmp_path: Path) -> None:
+    """No environment at all: every runnable docs block and every ``examples/*.py`` starts the embedded
+    Postgres (in the working directory, as a user's first run does) and runs twice on the same database.
+    Several minutes; each process is bounded (300 s), and the embedded server is stopped afterwards."""
+    from pgagentstate import embedded
+
+    env = {k: v for k, v in os.environ.items() if k not in UNSET}
+    env["PGAGENTSTATE_DEMO_SCRIPTED"] = "1"  # the examples' scripted models, never a real one
+    scripts = [(f"{doc.name}:{line}", tmp_path / f"{doc.stem}_{line}.py", code)
+               for doc in DOCUMENTS for line, code in runnable_blocks(doc)]
+    for _, path, code in scripts:
+        path.write_text(code, encoding="utf-8")
+    runs = [(name, [sys.executable, str(path)]) for name, path, _ in scripts]
+    runs += [(f"examples/{p.name}", [sys.executable, str(p)]) for p in sorted(EXAMPLES.glob("*.py"))]
+    try:
+        for attempt in (1, 2):
+            for name, argv in runs:
+                _run_bounded(argv, tmp_path, env, f"{name} (run {attempt})")
+    finally:
+        embedded.stop(tmp_path / ".pgagentstate" / "pg")
+    assert not (tmp_path / ".pgagentstate" / "pg" / "postmaster.pid").exists()
+
+
+def test_every_docs_example_says_what_it_shows() -> None:
+    """An example that only asserts prints nothing when it works and a bare AssertionError when not."""
+    silent = [f"docs/{doc.name}:{line}" for doc in DOCUMENTS for line, code in runnable_blocks(doc)
+              if "print(" not in code]
+    assert not silent, silent

@@ -13,6 +13,18 @@ from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any, TextIO
 
+# Control characters (C0 but newline, DEL, C1) and the bidirectional overrides: printed raw, customer data
+# could move the cursor, rewrite earlier lines, retitle the terminal or reorder what an operator reads.
+_UNSAFE = re.compile(r"[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text: str) -> str:
+    """``text`` with every control character written as a ``\\uXXXX`` escape (newlines kept).
+
+    The escape is also JSON's, so JSON output stays valid and decodes to the same value."""
+    return _UNSAFE.sub(lambda m: f"\\u{ord(m[0]):04x}", text)
+
+
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|d|w)?\s*$", re.IGNORECASE)
 _UNITS = {"s": 1.0, "sec": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
 
@@ -84,12 +96,13 @@ def short(value: Any, width: int = 60) -> str:
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 
-def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_col: int = 48) -> str:
-    """An aligned plain-text table; cells are cut at ``max_col`` characters. Numbers align right."""
-    cells = [
-        [short("" if v is None else v, max_col) if not isinstance(v, str) else short(v, max_col) for v in row]
-        for row in rows
-    ]
+def table(
+    headers: Sequence[str], rows: Sequence[Sequence[Any]], *, max_col: int = 48, whole: Sequence[str] = ()
+) -> str:
+    """An aligned plain-text table; cells are cut at ``max_col`` characters, except in the ``whole``
+    columns (ids an operator copies into the next command, a check's explanation). Numbers align right."""
+    widths_cap = [10**9 if h in whole else max_col for h in headers]
+    cells = [[short("" if v is None else v, cap) for v, cap in zip(row, widths_cap, strict=True)] for row in rows]
     widths = [len(h) for h in headers]
     for row in cells:
         for i, cell in enumerate(row):

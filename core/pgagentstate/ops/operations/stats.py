@@ -14,7 +14,7 @@ class TableStats:
     """Server counters for one table (all tenants) since the statistics were last reset."""
 
     table: str
-    estimated_rows: int
+    estimated_rows: int  # Postgres's estimate from the last (auto)analyze; -1 before the first one
     total_bytes: int
     live_rows: int
     dead_rows: int

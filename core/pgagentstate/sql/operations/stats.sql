@@ -19,9 +19,9 @@ SELECT
     (SELECT count(*) FROM {schema}.archived_conversations a WHERE a.tenant_id = %(tenant)s)
 
 -- name: ops_stats_tables
--- Per table of the schema (all tenants): estimated rows, size with indexes and TOAST, and the server's
+-- Per table of the schema (all tenants): estimated rows (-1: not analyzed yet, no estimate), size with indexes and TOAST, and the server's
 -- cumulative counters since its statistics were last reset.
-SELECT c.relname, greatest(c.reltuples, 0)::bigint, pg_total_relation_size(c.oid),
+SELECT c.relname, c.reltuples::bigint, pg_total_relation_size(c.oid),
        coalesce(s.n_live_tup, 0), coalesce(s.n_dead_tup, 0),
        coalesce(s.n_tup_ins, 0), coalesce(s.n_tup_upd, 0), coalesce(s.n_tup_hot_upd, 0), coalesce(s.n_tup_del, 0),
        coalesce(s.seq_scan, 0), coalesce(s.idx_scan, 0), greatest(s.last_autovacuum, s.last_vacuum)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from . import conversations, doctor, health, keys, privacy, retention, schema, stats, timeline, viewer
+from . import conversations, doctor, embedded, health, keys, privacy, retention, schema, stats, timeline, viewer
 from .base import Command, emit, open_store
 
-MODULES = (schema, doctor, keys, conversations, timeline, health, retention, stats, privacy, viewer)
+MODULES = (schema, doctor, keys, conversations, timeline, health, retention, stats, privacy, viewer, embedded)
 
 
 def add_commands(sub: Any, common: argparse.ArgumentParser) -> None:

@@ -8,11 +8,12 @@ import json
 import os
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 from ...ops import operations
 from ...ops.operations import to_jsonable
 from ...sync import StateStore
-from ..term import parse_duration
+from ..term import parse_duration, printable
 
 Command = Callable[[argparse.Namespace], int]
 #: ``add(name, command, help)``: registers a subcommand (with the common options) and returns its parser.
@@ -37,12 +38,27 @@ def open_store(args: argparse.Namespace, *, max_size: int = 2) -> StateStore:
     )
 
 
+def find_conversation(store: StateStore, given: str) -> str | None:
+    """The stored id of the conversation an operator means: ``given`` as it is, else with each part after
+    the framework prefix percent-encoded, as the ADK adapter stores it (``adk:shop/ana@x.com/s1`` is
+    ``adk:shop/ana%40x.com/s1``); None when neither exists."""
+    prefix, colon, rest = given.partition(":")
+    candidates = [given]
+    if colon and rest:
+        candidates.append(prefix + ":" + "/".join(quote(part, safe="") for part in rest.split("/")))
+    for cid in dict.fromkeys(candidates):
+        if store.get_conversation(cid) is not None:
+            return cid
+    return None
+
+
 def emit(args: argparse.Namespace, data: Any, render: Callable[[], str]) -> None:
-    """Print ``data`` as JSON with ``--json``, else the text ``render`` builds."""
+    """Print ``data`` as JSON with ``--json``, else the text ``render`` builds; control characters of
+    customer data are escaped either way (:func:`~pgagentstate.ui.term.printable`)."""
     if args.json:
-        print(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False))
+        print(printable(json.dumps(to_jsonable(data), indent=2, ensure_ascii=False)))
     else:
-        print(render())
+        print(printable(render()))
 
 
 def duration(text: str) -> float:
@@ -53,10 +69,14 @@ def duration(text: str) -> float:
 
 
 def days(text: str) -> float:
+    """Days: a plain number (``30``) or a duration (``30d``, ``12h``, ``2w``)."""
     try:
         value = float(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of days: {text!r}") from None
+        try:
+            value = parse_duration(text) / 86400
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not days or a duration: {text!r} (e.g. 30, 30d, 12h)") from None
     if value < 0:
         raise argparse.ArgumentTypeError("days must not be negative")
     return value

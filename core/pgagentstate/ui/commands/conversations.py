@@ -59,7 +59,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
         )
         for s in found
     ]
-    emit(args, found, lambda: table(headers, rows) + f"\n\n{len(rows)} conversation(s)")
+    emit(args, found, lambda: table(headers, rows, whole=("id", "user")) + f"\n\n{len(rows)} conversation(s)")
     return 0
 
 

@@ -42,7 +42,8 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     emit(
         args,
         checks,
-        lambda: table(["", "check", "detail"], [(marks[c.status], c.name, c.detail) for c in checks], max_col=200),
+        lambda: table(["", "check", "detail"], [(marks[c.status], c.name, c.detail) for c in checks],
+                      whole=("detail",)),
     )
     return 1 if any(c.status == "fail" for c in checks) else 0
 

@@ -6,9 +6,11 @@ import argparse
 import json
 import os
 import sys
+import tempfile
+from pathlib import Path
 
 from ...ops import operations
-from ..term import table
+from ..term import printable, table
 from .base import Add, emit, open_store
 
 
@@ -17,18 +19,31 @@ def cmd_export(args: argparse.Namespace) -> int:
         doc = store.run(operations.export_user(store.context, args.user))
     text = json.dumps(doc, indent=2, ensure_ascii=False)
     if args.output and args.output != "-":
-        # The export is personal data: readable by its owner only.
-        fd = os.open(args.output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text + "\n")
+        _write_private(Path(args.output), text + "\n")
         print(
             f"exported {len(doc['conversations'])} conversation(s), {len(doc['memories'])} memories and "
             f"{len(doc['archived_conversations'])} archived conversation(s) of user {args.user!r} to {args.output}",
             file=sys.stderr,
         )
     else:
-        print(text)
+        print(printable(text))
     return 0
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write the export (personal data) readable by its owner only, whatever was at ``path`` before.
+
+    A new file (mode 0600, as ``mkstemp`` creates it) next to the target is renamed over it: an existing
+    file's wider mode is not kept, a symlink planted at ``path`` is replaced rather than followed, and a
+    reader never sees half an export."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def cmd_erase(args: argparse.Namespace) -> int:

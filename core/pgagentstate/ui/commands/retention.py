@@ -66,6 +66,9 @@ def cmd_gc(args: argparse.Namespace) -> int:
             rows = [(GC_TASKS[task], r.planned[task], "-" if r.dry_run else r.done[task]) for task in r.planned]
             out.append(heading(title))
             out.append(table(["what", "found", "done"], rows) if rows else "nothing to do (no retention set)")
+            if "abandon" in r.planned and "abandoned" in r.planned:
+                out.append("(conversations marked abandoned now are removed once they have been abandoned for "
+                           "--abandoned-days: the mark starts that period)")
         return "\n".join(out) if out else "no tenants"
 
     emit(args, reports, render)
@@ -73,21 +76,22 @@ def cmd_gc(args: argparse.Namespace) -> int:
 
 
 def register(add: Add) -> None:
-    p = add("gc", cmd_gc, "retention: expire TTLs, archive/delete old conversations, prune checkpoints")
+    p = add("gc", cmd_gc, "retention: expire TTLs, archive/delete old conversations, prune checkpoints "
+            "(AGE: days, 30 or 30d, or a duration: 12h, 2w)")
     p.add_argument("--no-ttl", action="store_true", help="do not delete expired scratchpad entries and memories")
-    p.add_argument("--abandon-idle-days", type=days, metavar="N", help="mark open conversations idle N days abandoned")
-    p.add_argument("--completed-days", type=days, metavar="N", help="remove completed conversations idle N days")
-    p.add_argument("--failed-days", type=days, metavar="N", help="remove failed conversations after N days")
-    p.add_argument("--abandoned-days", type=days, metavar="N", help="remove abandoned conversations after N days")
+    p.add_argument("--abandon-idle-days", type=days, metavar="AGE", help="mark open conversations idle AGE abandoned")
+    p.add_argument("--completed-days", type=days, metavar="AGE", help="remove completed conversations idle AGE")
+    p.add_argument("--failed-days", type=days, metavar="AGE", help="remove failed conversations after AGE")
+    p.add_argument("--abandoned-days", type=days, metavar="AGE", help="remove abandoned conversations after AGE")
     p.add_argument("--archive", action="store_true", help="archive removed conversations instead of deleting them")
     p.add_argument(
         "--snapshot-days",
         type=days,
-        metavar="N",
-        help="keep only the newest checkpoint where none was written for N days",
+        metavar="AGE",
+        help="keep only the newest checkpoint where none was written for AGE",
     )
-    p.add_argument("--ledger-days", type=days, metavar="N", help="delete finished ledger entries older than N days")
-    p.add_argument("--archive-days", type=days, metavar="N", help="purge archived conversations older than N days")
+    p.add_argument("--ledger-days", type=days, metavar="AGE", help="delete finished ledger entries older than AGE")
+    p.add_argument("--archive-days", type=days, metavar="AGE", help="purge archived conversations older than AGE")
     p.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
     p.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
     p.add_argument("--all-tenants", action="store_true", help="every tenant, one after the other")

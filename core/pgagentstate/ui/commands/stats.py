@@ -62,7 +62,9 @@ def cmd_stats(args: argparse.Namespace) -> int:
             [
                 (
                     t.table,
-                    t.estimated_rows,
+                    # Postgres estimates rows when it (auto)analyzes a table; before that it has no
+                    # estimate (-1), which is not 0. The tenant's counts above are exact.
+                    t.estimated_rows if t.estimated_rows >= 0 else "?",
                     _size(t.total_bytes),
                     t.inserts,
                     t.updates,

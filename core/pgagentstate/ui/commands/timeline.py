@@ -10,7 +10,7 @@ from datetime import datetime
 from ...errors import InvalidInput
 from ...ops import operations
 from ..term import ago, clock, heading, key_values, parse_version_or_time, short, table
-from .base import Add, emit, idle_option, open_store
+from .base import Add, emit, find_conversation, idle_option, open_store
 
 
 def _render_timeline(tl: operations.Timeline) -> str:
@@ -120,9 +120,17 @@ def _render_timeline(tl: operations.Timeline) -> str:
     return "\n".join(out)
 
 
+def _not_found(args: argparse.Namespace) -> int:
+    print(f"pgagentstate: conversation {args.id!r} not found (tenant {args.tenant!r})", file=sys.stderr)
+    return 1
+
+
 def cmd_show(args: argparse.Namespace) -> int:
     with open_store(args) as store:
-        tl = store.run(operations.timeline(store.context, args.id, event_limit=args.events, idle=args.idle))
+        cid = find_conversation(store, args.id)
+        tl = None if cid is None else store.run(
+            operations.timeline(store.context, cid, event_limit=args.events, idle=args.idle)
+        )
     if tl is None:
         print(f"pgagentstate: conversation {args.id!r} not found (tenant {args.tenant!r})", file=sys.stderr)
         return 1
@@ -143,21 +151,32 @@ def cmd_state(args: argparse.Namespace) -> int:
         else:
             at = point
     with open_store(args) as store:
-        doc = store.run(operations.state_at(store.context, args.id, version=version, at=at, name=args.name))
+        cid = find_conversation(store, args.id)
+        if cid is None:
+            return _not_found(args)
+        tl = store.run(operations.timeline(store.context, cid, event_limit=1))
+        names = sorted({v.name for v in tl.state_versions}) if tl is not None else []
+        # Without --name: the document called 'state', else the conversation's only document.
+        name = args.name or ("state" if "state" in names or len(names) != 1 else names[0])
+        doc = store.run(operations.state_at(store.context, cid, version=version, at=at, name=name))
         previous = None
         if doc is not None and doc.version > 1:
-            previous = store.run(operations.state_at(store.context, args.id, version=doc.version - 1, name=args.name))
+            previous = store.run(operations.state_at(store.context, cid, version=doc.version - 1, name=name))
     if doc is None:
-        where = f"at {args.at}" if args.at else "at all"
-        print(f"pgagentstate: no state {args.name!r} of conversation {args.id!r} {where}", file=sys.stderr)
+        if name in names:
+            print(f"pgagentstate: no state {name!r} of conversation {cid!r} at {args.at} (not written yet)",
+                  file=sys.stderr)
+        else:
+            has = f"its documents: {', '.join(map(repr, names))}" if names else "it has no state documents"
+            print(f"pgagentstate: conversation {cid!r} has no state document {name!r}; {has}", file=sys.stderr)
         return 1
     changes = operations.diff(previous.data if previous else None, doc.data)
 
     def render() -> str:
         head = key_values(
             [
-                ("conversation", args.id),
-                ("document", args.name),
+                ("conversation", cid),
+                ("document", name),
                 ("version", doc.version),
                 ("written", f"{clock(doc.updated_at)} ({ago(doc.updated_at)})"),
             ]
@@ -190,4 +209,4 @@ def register(add: Add) -> None:
     p = add("state", cmd_state, "a conversation's state as it was at a version or a time (time travel)")
     p.add_argument("id", help="conversation id")
     p.add_argument("--at", metavar="VERSION|TIME", help="version number, ISO time, or a duration ago (10m)")
-    p.add_argument("--name", default="state", help="state document name (default 'state')")
+    p.add_argument("--name", help="state document name (default: 'state', else the conversation's only document)")
