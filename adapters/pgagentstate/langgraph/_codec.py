@@ -304,9 +304,7 @@ def to_tuple(decoder: Decoder, snap: Snapshot) -> CheckpointTuple:
         config=make_config(snap.conversation_id, snap.namespace, snap.snapshot_id),
         checkpoint=load_checkpoint(decoder, snap),
         metadata=snap.metadata,  # type: ignore[arg-type]
-        parent_config=(
-make_config(snap.conversation_id, snap.namespace, snap.parent_id) if snap.parent_id else None
-        ),
+        parent_config=make_config(snap.conversation_id, snap.namespace, snap.parent_id) if snap.parent_id else None,
         pending_writes=writes,
     )
 

@@ -42,9 +42,10 @@ class ForkPoints:
     def read(self, snap: Snapshot | None, named: bool) -> None:
         if snap is None or not named or snap.is_head:
             return
+        key = (snap.conversation_id, snap.namespace, snap.snapshot_id)
         with self._lock:
-            self._seen[(snap.conversation_id, snap.namespace, snap.snapshot_id)] = None
-            self._seen.move_to_end((snap.conversation_id, snap.namespace, snap.snapshot_id))
+            self._seen[key] = None
+            self._seen.move_to_end(key)
             while len(self._seen) > self._max_size:
                 self._seen.popitem(last=False)
 
