@@ -134,12 +134,18 @@ class Stores:
         assert store is not None
         return store
 
+    def async_only(self) -> bool:
+        """Only an async connection or pool was given: the sync API needs its event loop."""
+        return self.sync is None and self.dsn is None
+
     def now_or_later(self, call: StoreCall) -> Any:
-        """``call``'s result now (a :class:`Ready`) if a sync store is available, else the coroutine."""
+        """``call``'s result now (a :class:`Ready`), or a coroutine when called on an event loop that an
+        async store can serve (the loop is not blocked) or when only an async connection was given."""
+        if self.async_only() or (self.sync is None and on_loop_thread()):
+            return self.arun(call)
         sync = self.sync_store()
-        if sync is not None:
-            return Ready(call(sync))
-        return self.arun(call)
+        assert sync is not None
+        return Ready(call(sync))
 
     def setup(self) -> Any:
         """Apply migrations now if a sync store is available (then return a completed awaitable), else
@@ -163,6 +169,14 @@ class Stores:
             else:
                 store.close()
         self.owned = []
+
+
+def on_loop_thread() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 class HasStores:

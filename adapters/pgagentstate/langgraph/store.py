@@ -45,7 +45,7 @@ from pgagentstate.ops.base import Ctx
 from pgagentstate.ops.memory import check_namespace
 from pgagentstate.ops.operations import GcReport, RetentionPolicy, gc
 
-from ._stores import ConnectionLike, HasStores, Opened, Ready, StoreCall, Stores, pool_options
+from ._stores import ConnectionLike, HasStores, Opened, Ready, StoreCall, Stores, on_loop_thread, pool_options
 
 logger = logging.getLogger(__name__)
 
@@ -207,7 +207,7 @@ class PostgresStore(HasStores, BaseStore):
         if sweeper is None:
             return Ready(True)
         sweeper.stop.set()
-        if self._stores.sync_store() is None and _on_loop_thread():
+        if self._stores.async_only() and on_loop_thread():
             # Its current sweep may be waiting for this event loop: join from a worker thread.
             return asyncio.ensure_future(asyncio.to_thread(sweeper.join, timeout))
         return Ready(sweeper.join(timeout))
@@ -346,14 +346,6 @@ def _sweep(s: Any) -> Any:
 
 async def _memory_count(report: Awaitable[GcReport]) -> int:
     return (await report).done.get("memory", 0)
-
-
-def _on_loop_thread() -> bool:
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return False
-    return True
 
 
 class _SweeperFuture(concurrent.futures.Future[None]):
