@@ -18,7 +18,6 @@ the current one whatever their key.
 from __future__ import annotations
 
 import base64
-import binascii
 import hashlib
 import hmac
 import json
@@ -204,7 +203,7 @@ class Cipher:
             raw = base64.urlsafe_b64decode(body)
             aad = ad.encoded() if current else ad.legacy()
             return self._aes(key_id).decrypt(raw[:_NONCE], raw[_NONCE:], aad).decode()
-        except (InvalidTag, binascii.Error, ValueError):  # ValueError: bad base64 text, short body, not UTF-8
+        except (InvalidTag, ValueError):  # ValueError: bad base64 (binascii.Error), short body, not UTF-8
             raise _damaged() from None
 
     def seal_bytes(self, plaintext: bytes, ad: AD) -> bytes:
