@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -16,24 +17,36 @@ from pgagentstate.codec import check_id
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
+# Lone surrogates: what json.loads makes of half an emoji ("\\ud83d") from any client; UTF-8 cannot hold them.
+SURROGATES = st.characters(min_codepoint=0xD800, max_codepoint=0xDFFF)
 HOSTILE_TEXT = st.one_of(
     st.text(),
     st.text(alphabet=st.sampled_from(["\x00", "\ue000", "0", "E", "'", '"', "\\", ";", "\U0010ffff", "😀", "\u202e"])),
+    st.text(alphabet=st.one_of(SURROGATES, st.sampled_from(["a", "😀", "界"])), min_size=1),
     st.sampled_from(["", "x" * 600, "'; DROP TABLE pgagentstate.events; --", "other-tenant-conv", "\x00", "a\x1fb"]),
+    st.sampled_from(["界" * 200, "\ud83d", "ok\udc00", "\ud83d\ude00"]),
+)
+# Around the limit (64), where recursive walks used to fail (~330), and past the interpreter's recursion limit.
+DEEP = st.builds(
+    lambda n, kind: _nest(n, kind),
+    st.one_of(st.integers(50, 120), st.integers(300, 1200), st.just(5000)),
+    st.sampled_from(["dict", "list", "tuple"]),
 )
 ODD_VALUES = st.sampled_from([math.nan, math.inf, {1, 2}, object(), b"bytes", 1e308, -0.0, 2**70, (1, 2)])
-JSON_ISH = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | HOSTILE_TEXT | ODD_VALUES,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(HOSTILE_TEXT, children, max_size=4),
-    max_leaves=12,
+JSON_ISH = (
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | HOSTILE_TEXT | ODD_VALUES,
+        lambda children: st.lists(children, max_size=4) | st.dictionaries(HOSTILE_TEXT, children, max_size=4),
+        max_leaves=12,
+    )
+    | DEEP
 )
-DEEP = st.integers(50, 120).map(lambda n: _nest(n))
 
 
-def _nest(n: int) -> Any:
+def _nest(n: int, kind: str = "dict") -> Any:
     value: Any = "bottom"
     for _ in range(n):
-        value = {"k": value}
+        value = {"k": value} if kind == "dict" else [value] if kind == "list" else (value,)
     return value
 
 
@@ -68,17 +81,27 @@ def _sentinel_intact(store: StateStore) -> None:
     kind=HOSTILE_TEXT,
     author=HOSTILE_TEXT,
 )
-def test_core_append(sentinel: StateStore, conversation_id: str, payloads: list[Any], kind: str, author: str) -> None:
+def test_core_append(
+    sentinel: StateStore,
+    fingerprint: Callable[[], dict[str, str]],
+    conversation_id: str,
+    payloads: list[Any],
+    kind: str,
+    author: str,
+) -> None:
     store = sentinel.with_tenant(f"fuzz-{uuid.uuid4().hex[:8]}")
+    before = fingerprint()
     try:
         store.ensure_conversation(conversation_id)
     except PgAgentStateError:
+        assert fingerprint() == before
         _sentinel_intact(sentinel)
         return
+    before = fingerprint()
     try:
         stored = store.append_events(conversation_id, [NewEvent(p, kind=kind, author=author) for p in payloads])
     except PgAgentStateError:
-        assert store.list_events(conversation_id) == []  # nothing half-written
+        assert fingerprint() == before  # nothing half-written, anywhere
     else:
         expected = [_normalise(p) for p in payloads]
         assert [e.payload for e in stored] == expected
@@ -91,20 +114,22 @@ def test_core_append(sentinel: StateStore, conversation_id: str, payloads: list[
 
 @FUZZ
 @given(data=st.dictionaries(HOSTILE_TEXT, JSON_ISH, max_size=4) | JSON_ISH, name=HOSTILE_TEXT)
-def test_core_state(sentinel: StateStore, data: Any, name: str) -> None:
+def test_core_state(sentinel: StateStore, fingerprint: Callable[[], dict[str, str]], data: Any, name: str) -> None:
     store = sentinel.with_tenant(f"fuzz-{uuid.uuid4().hex[:8]}")
     store.create_conversation("c")
+    before = fingerprint()
     try:
         check_id(name)
     except PgAgentStateError:
         with pytest.raises(PgAgentStateError):
             store.put_state(StateRef.conversation("c", name), data)
+        assert fingerprint() == before
         _sentinel_intact(sentinel)
         return
     try:
         doc = store.put_state(StateRef.conversation("c", name), data)
     except PgAgentStateError:
-        assert store.get_state(StateRef.conversation("c", name)) is None
+        assert fingerprint() == before
     else:
         assert doc.data == _normalise(data) == store.get_state(StateRef.conversation("c", name)).data  # type: ignore[union-attr]
     _sentinel_intact(sentinel)
@@ -112,12 +137,20 @@ def test_core_state(sentinel: StateStore, data: Any, name: str) -> None:
 
 @FUZZ
 @given(namespace=st.lists(HOSTILE_TEXT, max_size=3), key=HOSTILE_TEXT, value=JSON_ISH, query=HOSTILE_TEXT)
-def test_core_memory(sentinel: StateStore, namespace: list[str], key: str, value: Any, query: str) -> None:
+def test_core_memory(
+    sentinel: StateStore,
+    fingerprint: Callable[[], dict[str, str]],
+    namespace: list[str],
+    key: str,
+    value: Any,
+    query: str,
+) -> None:
     store = sentinel.with_tenant(f"fuzz-{uuid.uuid4().hex[:8]}")
+    before = fingerprint()
     try:
         stored = store.put_memory(namespace, key, value)
     except PgAgentStateError:
-        assert store.search_memory(()) == []
+        assert fingerprint() == before
     else:
         assert stored.value == _normalise(value)
         assert store.get_memory(namespace, key).value == _normalise(value)  # type: ignore[union-attr]
@@ -136,11 +169,11 @@ async def test_openai_agents_session(dsn: str, schema: str, items: list[Any], se
     async with AsyncStateStore(dsn, schema=schema, tenant=f"fuzz-{uuid.uuid4().hex[:8]}") as store:
         try:
             session = PostgresSession(session_id, store=store)
-        except (PgAgentStateError, ValueError):
+        except PgAgentStateError:
             return
         try:
             await session.add_items(items)
-        except (PgAgentStateError, ValueError, TypeError):
+        except PgAgentStateError:
             assert await session.get_items() == []
         else:
             assert await session.get_items() == [_normalise(i) for i in items]
@@ -155,7 +188,7 @@ async def test_adk_session_service(dsn: str, schema: str, state: dict[str, Any],
         service = PostgresSessionService(store=store, setup=False)
         try:
             created = await service.create_session(app_name="app", user_id=user_id, session_id=session_id, state=state)
-        except (PgAgentStateError, ValueError, TypeError):
+        except PgAgentStateError:
             listing = await service.list_sessions(app_name="app", user_id=None)
             assert listing.sessions == []
         else:
@@ -175,13 +208,15 @@ async def test_adk_session_service(dsn: str, schema: str, state: dict[str, Any],
     value=st.dictionaries(HOSTILE_TEXT, JSON_ISH, max_size=3),
 )
 def test_langgraph_store(dsn: str, schema: str, namespace: list[str], key: str, value: dict[str, Any]) -> None:
+    from langgraph.store.base import InvalidNamespaceError
+
     from pgagentstate.langgraph import PostgresStore
 
     with StateStore(dsn, schema=schema, tenant=f"fuzz-{uuid.uuid4().hex[:8]}") as core:
         lg = PostgresStore(store=core)
         try:
             lg.put(tuple(namespace), key, value)
-        except (PgAgentStateError, ValueError, TypeError):
+        except (PgAgentStateError, InvalidNamespaceError):  # LangGraph's own check of namespaces comes first
             assert lg.search(()) == []
         else:
             item = lg.get(tuple(namespace), key)

@@ -24,6 +24,7 @@ from pgagentstate import (
     SchemaError,
     StateRef,
     StateStore,
+    VersionConflict,
 )
 from pgagentstate.sanitize import Sanitizer
 
@@ -284,3 +285,38 @@ def test_setup_refuses_a_schema_newer_than_the_library(
     with StateStore(dsn, schema=schema) as store, pytest.raises(SchemaError, match="9999"):
         store.setup()
     assert fingerprint() == before
+
+
+def test_patches_cannot_grow_a_document_past_the_limit(
+    dsn: str, schema: str, fingerprint: Callable[[], dict[str, str]]
+) -> None:
+    with StateStore(dsn, schema=schema, limits=Limits(max_payload_bytes=1000)) as store:
+        store.create_conversation("g")
+        ref = StateRef.conversation("g")
+        store.patch_state(ref, {"a": "x" * 400})
+        store.patch_state(ref, {"b": "x" * 400})  # version 2, ~820 bytes
+        before = fingerprint()
+        with pytest.raises(PayloadTooLarge) as info:
+            store.patch_state(ref, {"c": "x" * 400})
+        assert info.value.path == "data" and info.value.limit == 1000
+        with pytest.raises(PayloadTooLarge):
+            store.patch_state(ref, {"c": "x" * 400}, expected_version=2)
+        with pytest.raises(VersionConflict):
+            store.patch_state(ref, {"c": "x" * 400}, expected_version=1)  # a stale version is still a conflict
+        assert fingerprint() == before
+        assert store.patch_state(ref, {"c": "x"}, delete="a").data.keys() == {"b", "c"}  # shrinking is fine
+        # A user document that a new conversation's state patch would grow: the conversation is not created.
+        user = StateRef.user("app", "u")
+        store.patch_state(user, {"a": "x" * 450, "b": "x" * 450})
+        before = fingerprint()
+        with pytest.raises(PayloadTooLarge) as info:
+            store.create_conversation("h", state_patches=[(ref_of("h"), {"n": 1}), (user, {"c": "x" * 400})])
+        assert info.value.path == "state_patches[1]"
+        assert fingerprint() == before
+        created = store.create_conversation("h", state_patches=[(ref_of("h"), {"n": 1})])
+        assert created == store.get_conversation("h")  # the version its state write moved it to
+        assert store.get_state(ref_of("h")).data == {"n": 1}  # type: ignore[union-attr]
+
+
+def ref_of(conversation_id: str) -> StateRef:
+    return StateRef.conversation(conversation_id)

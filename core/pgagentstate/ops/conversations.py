@@ -109,7 +109,11 @@ def _create_with_state(
         yield Tx(())  # ends the transaction: nothing written
         raise AlreadyExists(f"conversation {conversation_id!r} already exists")
     # The state writes move the conversation's version: the row is read again after them.
-    *_, row = yield Tx((*writes, Stmt("conversation_get", {"id": conversation_id}, "one")))
+    *done, row = yield Tx((*writes, Stmt("conversation_get", {"id": conversation_id}, "one")), hold=True)
+    for i, written in enumerate(done):
+        if written is None:  # an existing user/app document would grow past the limit: roll back
+            raise state.merge_too_large(ctx.limits.max_payload_bytes, path=f"state_patches[{i}]")
+    yield Tx(())  # commits
     return conversation_from_row(ctx, row)
 
 

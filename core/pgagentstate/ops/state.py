@@ -9,7 +9,7 @@ from typing import Any
 from .. import arguments
 from ..codec import check_id, check_text
 from ..crypto import AD
-from ..errors import InvalidInput, NotFound, VersionConflict
+from ..errors import InvalidInput, NotFound, PayloadTooLarge, VersionConflict
 from ..models import StateDoc, StateRef
 from ..sealing import ad, seal_doc, unseal_doc
 from ..validation import check_document, check_patch
@@ -112,6 +112,7 @@ def write_stmt(
         "delete": removed,
         "replace": replace,
         "expected_version": expected_version,
+        "max_bytes": ctx.limits.max_payload_bytes,  # the limit holds for a merge's result, not just the patch
     }
     return Stmt("state_cas" if expected_version else "state_upsert", params, "one")
 
@@ -136,17 +137,26 @@ def write(
     (row,) = yield tx(stmt)
     if row:
         return doc_from_row(ctx, row)
-    yield from explain_failed_write(ref, expected_version)
+    yield from explain_failed_write(ref, expected_version, None if replace else ctx.limits.max_payload_bytes)
     raise AssertionError("unreachable")
 
 
-def explain_failed_write(ref: StateRef, expected_version: int | None) -> Op[None]:
+def merge_too_large(limit: int, *, path: str) -> PayloadTooLarge:
+    return PayloadTooLarge(0, limit, path=path, message=f"the document after this patch would exceed {limit} bytes")
+
+
+def explain_failed_write(ref: StateRef, expected_version: int | None, merge_limit: int | None = None) -> Op[None]:
+    """Why a write returned nothing: the conversation is gone, the version moved on, or (``merge_limit``:
+    a patch) the version was right, so the merged document would have been over the limit."""
     if ref.scope == "conversation":
         head = yield from one("conversation_version", id=ref.subject)
         if head is None:
             raise NotFound(f"conversation {ref.subject!r} does not exist")
     row = yield from one("state_version", **ref_params(ref))
-    raise VersionConflict(expected_version, row[0] if row else 0, what=f"state {ref.name!r} version")
+    actual = row[0] if row else 0
+    if merge_limit is not None and row and expected_version in (None, actual):
+        raise merge_too_large(merge_limit, path="data")
+    raise VersionConflict(expected_version, actual, what=f"state {ref.name!r} version")
 
 
 def history(

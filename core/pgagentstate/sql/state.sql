@@ -12,7 +12,8 @@ JOIN {schema}.state_documents d
 
 -- name: state_upsert
 -- Create, or (when %(expected_version)s is NULL) update unconditionally. %(replace)s: whole document;
--- otherwise top-level keys are merged server-side, so concurrent patches never lose each other.
+-- otherwise top-level keys are merged server-side, so concurrent patches never lose each other. A merge
+-- whose result would print longer than %(max_bytes)s is not applied (nothing returned).
 WITH conv AS (
     SELECT 1 FROM {schema}.conversations c
     WHERE %(scope)s = 'conversation' AND c.tenant_id = %(tenant)s AND c.id = %(subject)s
@@ -26,6 +27,7 @@ WITH conv AS (
         data = CASE WHEN %(replace)s THEN EXCLUDED.data ELSE (d.data - %(delete)s::text[]) || EXCLUDED.data END,
         updated_at = now()
     WHERE %(expected_version)s::bigint IS NULL
+      AND (%(replace)s OR octet_length(((d.data - %(delete)s::text[]) || EXCLUDED.data)::text) <= %(max_bytes)s)
     RETURNING d.scope, d.app, d.subject, d.name, d.version, d.data, d.updated_at
 ), log AS (
     INSERT INTO {schema}.state_changes (tenant_id, scope, app, subject, name, version, data, changed_at)
@@ -51,6 +53,7 @@ WITH conv AS (
     WHERE d.tenant_id = %(tenant)s AND d.scope = %(scope)s AND d.app = %(app)s AND d.subject = %(subject)s
       AND d.name = %(name)s AND d.version = %(expected_version)s
       AND (%(scope)s <> 'conversation' OR EXISTS (SELECT 1 FROM conv))
+      AND (%(replace)s OR octet_length(((d.data - %(delete)s::text[]) || %(data)s::jsonb)::text) <= %(max_bytes)s)
     RETURNING d.scope, d.app, d.subject, d.name, d.version, d.data, d.updated_at
 ), log AS (
     INSERT INTO {schema}.state_changes (tenant_id, scope, app, subject, name, version, data, changed_at)
