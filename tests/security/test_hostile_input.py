@@ -320,3 +320,38 @@ def test_patches_cannot_grow_a_document_past_the_limit(
 
 def ref_of(conversation_id: str) -> StateRef:
     return StateRef.conversation(conversation_id)
+
+
+@pytest.mark.parametrize(
+    ("thread", "ns", "metadata", "error", "path"),
+    [
+        ("t" + S, "", {}, InvalidId, "conversation_id"),  # the thread id is the conversation id
+        ("t", S, {}, InvalidId, "namespace"),
+        ("t", "", {"m": S}, InvalidPayload, "metadata.m"),
+    ],
+    ids=["thread_id", "checkpoint_ns", "metadata"],
+)
+def test_lone_surrogates_in_langgraph_checkpoints(
+    store: StateStore,
+    unchanged: Callable[[], None],
+    thread: str,
+    ns: str,
+    metadata: dict[str, Any],
+    error: type[PgAgentStateError],
+    path: str,
+) -> None:
+    from langgraph.checkpoint.base import empty_checkpoint
+
+    from pgagentstate.langgraph import PostgresCheckpointer, PostgresStore
+
+    saver = PostgresCheckpointer(store=store)
+    config = {"configurable": {"thread_id": thread, "checkpoint_ns": ns}}
+    with pytest.raises(error) as info:
+        saver.put(config, empty_checkpoint(), metadata, {})  # type: ignore[arg-type]
+    assert info.value.path == path  # type: ignore[attr-defined]
+    lg = PostgresStore(store=store)
+    with pytest.raises(InvalidId):
+        lg.put(("n",), "k" + S, {"v": 1})
+    with pytest.raises(InvalidPayload):
+        lg.put(("n",), "k", {"v": [S]})
+    unchanged()
