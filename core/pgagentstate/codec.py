@@ -31,7 +31,7 @@ class Limits:
 
     max_payload_bytes: int = 8 * 1024 * 1024
     max_depth: int = 64
-    max_id_length: int = 512
+    max_id_length: int = 512  # UTF-8 bytes: ids are index keys, and Postgres bounds an index row in bytes
     allow_nan: bool = False
 
 
