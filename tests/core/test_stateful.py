@@ -13,6 +13,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from pgagentstate import (
     AlreadyExists,
+    InvalidInput,
     NewEvent,
     NotFound,
     StateRef,
@@ -63,6 +64,10 @@ class StoreMachine(RuleBasedStateMachine):
         conv = self.model.get(cid)
         expected = (conv.last_seq if conv else 0) + offset if use_expected else None
         events = [NewEvent(payload, event_id=eid) for eid, payload in batch]
+        if expected is not None and expected < 0:  # no log position is negative: refused before any read
+            with pytest.raises(InvalidInput):
+                self.s.append_events(cid, events, expected_seq=expected)
+            return
         if conv is None:
             with pytest.raises(NotFound):
                 self.s.append_events(cid, events, expected_seq=expected)
