@@ -18,7 +18,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -149,9 +149,12 @@ class _AsyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since: their connections were closed with the loop.
+            # The pools of loops that have closed since (a loop closed without cancelling its tasks
+            # first, as asyncio.run does, left its connections open).
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
-                self._pools.pop(gone, None)
+                dropped = self._pools.pop(gone, None)
+                if dropped is not None and dropped.closer is not None:
+                    dropped.closer.finish()
             closer = LoopCloser()  # sync: pass
             new = _LoopPool(self._new_pool(configure=closer.track), closer)  # sync: new = _LoopPool(self._new_pool())
             entry = self._pools.setdefault(loop, new)
@@ -159,7 +162,7 @@ class _AsyncSource:
             async with entry.lock:
                 if not entry.opened:
                     await entry.pool.open()
-                    entry.closer.start(entry.pool)  # sync: pass
+                    cast(LoopCloser, entry.closer).start(entry.pool)  # sync: pass
                     entry.opened = True
         return entry.pool
 
@@ -190,12 +193,13 @@ class _AsyncSource:
                 await entry.pool.close()
                 if entry.closer is not None:
                     entry.closer.stop()
-            elif not loop.is_closed():
-                # A loop that is idle may never run again (Runner.run_sync leaves one behind): close the
-                # connections now; the pool itself closes there if it does run again.
+            else:
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
+                # one cannot: close the connections now; the pool itself closes if its loop runs again.
                 if not loop.is_running() and entry.closer is not None:  # sync: if False:
                     entry.closer.finish()
-                asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
+                if not loop.is_closed():  # sync: if False:
+                    asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
 
 
 async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:

@@ -148,9 +148,12 @@ class _SyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since: their connections were closed with the loop.
+            # The pools of loops that have closed since (a loop closed without cancelling its tasks
+            # first, as asyncio.run does, left its connections open).
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
-                self._pools.pop(gone, None)
+                dropped = self._pools.pop(gone, None)
+                if dropped is not None and dropped.closer is not None:
+                    dropped.closer.finish()
             pass
             new = _LoopPool(self._new_pool())
             entry = self._pools.setdefault(loop, new)
@@ -189,12 +192,13 @@ class _SyncSource:
                 entry.pool.close()
                 if entry.closer is not None:
                     entry.closer.stop()
-            elif not loop.is_closed():
-                # A loop that is idle may never run again (Runner.run_sync leaves one behind): close the
-                # connections now; the pool itself closes there if it does run again.
+            else:
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
+                # one cannot: close the connections now; the pool itself closes if its loop runs again.
                 if False:
                     entry.closer.finish()
-                pass
+                if False:
+                    pass
 
 
 def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
