@@ -35,6 +35,14 @@ def test_batch_is_checked_whole_before_anything_is_written(
         assert store.get(("valid",), "k") is None  # nothing written
 
 
+def test_a_string_match_path_is_one_label(dsn: str, schema: str) -> None:
+    with PostgresStore.from_conn_string(dsn, schema=schema) as store:
+        store.put(("docs", "public"), "k", {"v": 1})
+        store.put(("docs", "private"), "k", {"v": 2})
+        op = ListNamespacesOp((MatchCondition("suffix", "public"),))  # type: ignore[arg-type]
+        assert store.batch([op]) == [[("docs", "public")]]
+
+
 async def test_abatch_is_checked_whole(dsn: str, schema: str) -> None:
     async with PostgresStore.from_conn_string(dsn, schema=schema) as store:
         with pytest.raises(InvalidNamespaceError):

@@ -27,6 +27,7 @@ from langgraph.store.base import (
     InvalidNamespaceError,
     Item,
     ListNamespacesOp,
+    MatchCondition,
     NotProvided,
     Op,
     PutOp,
@@ -167,7 +168,7 @@ class PostgresStore(HasStores, BaseStore):
     def _checked(self, ops: Iterable[Op]) -> list[Op]:
         """The batch's ops, every namespace and key checked before any op runs: one bad op fails the
         whole batch with nothing written. Bad namespaces raise LangGraph's ``InvalidNamespaceError``."""
-        checked = list(ops)
+        checked = [_label_paths(op) for op in ops]
         ctx = self._stores.any_store().context
         for op in checked:
             validate_op_namespace(op)  # LangGraph's own rule (no '.', no empty label, strings only)
@@ -324,6 +325,16 @@ def _check_op(op: Op, ctx: Ctx) -> None:
     elif isinstance(op, ListNamespacesOp):
         for cond in op.match_conditions or ():
             check_namespace(ctx, cond.path, wildcards=True, allow_empty=True)
+
+
+def _label_paths(op: Op) -> Op:
+    """A match condition whose path is a string means that one label (as in the peer), not its letters."""
+    if isinstance(op, ListNamespacesOp) and any(isinstance(c.path, str) for c in op.match_conditions or ()):
+        conditions = tuple(
+            MatchCondition(c.match_type, (c.path,)) if isinstance(c.path, str) else c for c in op.match_conditions or ()
+        )
+        return op._replace(match_conditions=conditions)
+    return op
 
 
 def _namespace_of(op: Op) -> tuple[Any, ...]:
