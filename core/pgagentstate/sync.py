@@ -1193,6 +1193,7 @@ class StateStore:
         run_id: str | None = None,
         forked: bool | None = False,
         framework: str = "",
+        user_id: str | None = None,
     ) -> None:
         """Store a snapshot and the blobs of the channels that changed, in one statement.
 
@@ -1200,8 +1201,8 @@ class StateStore:
         extend a ``base`` version of its channel stored whole (see :class:`SnapshotBlob`); if any of those
         is missing (pruned meanwhile), nothing is stored and :class:`~pgagentstate.errors.NotFound` is
         raised: send the whole blobs. ``parent_id`` None starts a chain and creates the conversation (with
-        ``framework``) if needed;
-        with a parent the conversation must exist (:class:`~pgagentstate.errors.NotFound`). Unless
+        ``framework``, and ``user_id`` as its owner, whom ``pgagentstate export`` / ``erase`` follow)
+        if needed; with a parent the conversation must exist (:class:`~pgagentstate.errors.NotFound`). Unless
         ``forked``, the snapshot must be the only non-forked child of its parent (the only non-forked root
         of its namespace when parentless): else :class:`~pgagentstate.errors.VersionConflict`. ``forked=None``
         decides at write time: not a fork if the namespace has no snapshot yet (so that of two first snapshots
@@ -1223,6 +1224,7 @@ class StateStore:
                 run_id=run_id,
                 forked=forked,
                 framework=framework,
+                user_id=user_id,
             )
         )
 

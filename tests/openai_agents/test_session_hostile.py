@@ -80,3 +80,33 @@ async def test_run_context_cannot_pick_the_tenant_of_an_isolated_store(
         wrapper = RunContextWrapper(context={"tenant": "globex"})
         await PostgresSession("s", store=open_store).add_items([{"role": "user", "content": "g"}], wrapper=wrapper)
         assert len(await open_store.with_tenant("globex").list_events("s")) == 1
+
+
+async def test_memory_and_idempotent_tools_cannot_pick_the_tenant_of_an_isolated_store(
+    dsn: str, schema: str, fingerprint: Callable[[], dict[str, str]]
+) -> None:
+    from agents.tool_context import ToolContext
+
+    from pgagentstate.openai_agents import idempotent_function_tool, memory_tools
+
+    ran: list[str] = []
+
+    async with AsyncStateStore(dsn, schema=schema, tenant="acme", tenant_isolation=True) as store:
+        remember = next(t for t in memory_tools(store) if t.name == "remember")
+
+        async def refund(order_id: str) -> str:
+            ran.append(order_id)
+            return "refunded"
+
+        tool = idempotent_function_tool(store, refund, conversation_id="c1")
+        before = fingerprint()
+        for t, args in ((remember, {"topic": "email", "fact": "x@globex.com"}), (tool, {"order_id": "12345"})):
+            ctx = ToolContext(context={"tenant": "globex", "user_id": "u"}, tool_name=t.name, tool_call_id="call_1",
+                              tool_arguments=json.dumps(args))
+            try:
+                answer = await t.on_invoke_tool(ctx, json.dumps(args))
+            except InvalidInput as exc:
+                assert exc.path == "tenant"
+            else:  # the SDK's default failure handler turns the error into a message for the model
+                assert "error" in str(answer).lower(), answer
+        assert ran == [] and fingerprint() == before

@@ -294,6 +294,13 @@ def metadata_for(config: RunnableConfig, metadata: CheckpointMetadata) -> dict[s
     return dict(get_serializable_checkpoint_metadata(config, metadata))
 
 
+def owner(metadata: dict[str, Any]) -> str | None:
+    """The user a thread belongs to: ``user_id`` of the run's configurable values, which LangGraph copies into
+    the checkpoint's metadata (``config={"configurable": {"thread_id": ..., "user_id": ...}}``)."""
+    user = metadata.get("user_id")
+    return user if isinstance(user, str) and user else None
+
+
 def load_write(serde: SerializerProtocol, w: SnapshotWrite) -> Any:
     return serde.loads_typed(_decompress(w.type, w.data))
 

@@ -215,6 +215,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             "namespace": ns, "parent_id": parent_id, "type": typ, "data": data, "metadata": meta,
             "channel_versions": versions, "run_id": None if run_id is None else str(run_id),
             "forked": self._forks.is_fork(thread_id, ns, config, meta), "framework": codec.FRAMEWORK,
+            "user_id": codec.owner(meta),
         }
         # Some chunks or bases go by reference: a NotFound may mean they were deleted meanwhile.
         retry = any(b.base is not None or any(isinstance(p, str) for p in b.chunks) for b in sendable)

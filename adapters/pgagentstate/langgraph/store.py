@@ -69,6 +69,9 @@ class PostgresStore(HasStores, BaseStore):
     (JSON paths, default ``["$"]``), ``distance_type`` (``cosine``, ``l2``, ``inner_product``) and
     ``ann_index_config`` (``kind`` hnsw/ivfflat/flat, ``vector_type`` vector/halfvec, ``m``,
     ``ef_construction``, ``nlist``); ``ef_search`` is ours (HNSW candidates per search, default 100).
+    ``user_namespace``: the position of the user id in your namespaces (``1`` for LangMem's
+    ``("memories", "{user_id}")``): items put there belong to that user, and ``pgagentstate export`` /
+    ``erase`` of the user take them along.
     """
 
     supports_ttl = True
@@ -87,7 +90,12 @@ class PostgresStore(HasStores, BaseStore):
         pgbouncer: bool | None = None,
         min_size: int = 1,
         max_size: int = 10,
+        user_namespace: int | None = None,
     ) -> None:
+        if user_namespace is not None and (isinstance(user_namespace, bool) or not isinstance(user_namespace, int)
+                                           or user_namespace < 0):
+            raise TypeError(f"user_namespace must be a namespace position (an int >= 0), not {user_namespace!r}")
+        self._user_at = user_namespace
         # Accepted as the peer's signature has them: ``pipe`` (a psycopg pipeline on ``conn``) because our
         # driver pipelines each operation's statements itself; ``deserializer`` because the peer calls it
         # only for stored values that are not JSON objects, and every value here is one (checked on put).
@@ -155,13 +163,13 @@ class PostgresStore(HasStores, BaseStore):
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(self._checked(ops)):
+        for group in _groups(self._checked(ops), self._owner):
             results += self._results(group, self._stores.run(self._call(group)))
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(self._checked(ops)):
+        for group in _groups(self._checked(ops), self._owner):
             results += self._results(group, await self._stores.arun(self._call(group)))
         return results
 
@@ -227,8 +235,14 @@ class PostgresStore(HasStores, BaseStore):
         if len(group) > 1:  # consecutive puts: one statement, their texts embedded in one batch
             puts = cast(list[PutOp], group)
             items = [(op.namespace, op.key, op.value, op.index) for op in puts]
-            return lambda s: s.put_memories(items, ttl=_ttl_seconds(puts[0].ttl))
-        return _call(group[0], vector=self.index_config is not None)
+            owner = self._owner(puts[0].namespace)
+            return lambda s: s.put_memories(items, ttl=_ttl_seconds(puts[0].ttl), user_id=owner)
+        return _call(group[0], vector=self.index_config is not None, owner=self._owner)
+
+    def _owner(self, namespace: tuple[str, ...]) -> str:
+        """The user an item belongs to ("" for none): the label at ``user_namespace``, if the namespace has one."""
+        at = self._user_at
+        return namespace[at] if at is not None and len(namespace) > at else ""
 
 
 def memory_index_of(config: Mapping[str, Any]) -> tuple[MemoryIndex, Any]:
@@ -260,8 +274,9 @@ def memory_index_of(config: Mapping[str, Any]) -> tuple[MemoryIndex, Any]:
     return index, embeddings
 
 
-def _groups(ops: list[Op]) -> list[list[Op]]:
-    """Ops in order; runs of puts that write (not delete) distinct keys with one TTL become one group."""
+def _groups(ops: list[Op], owner: Callable[[tuple[str, ...]], str]) -> list[list[Op]]:
+    """Ops in order; runs of puts that write (not delete) distinct keys of one owner with one TTL become one
+    group."""
     groups: list[list[Op]] = []
     for op in ops:
         last = groups[-1] if groups else None
@@ -271,6 +286,7 @@ def _groups(ops: list[Op]) -> list[list[Op]]:
             and op.value is not None
             and all(isinstance(o, PutOp) and o.value is not None for o in last)
             and _ttl_seconds(cast(PutOp, last[0]).ttl) == _ttl_seconds(op.ttl)
+            and owner(cast(PutOp, last[0]).namespace) == owner(op.namespace)
             and all((cast(PutOp, o).namespace, cast(PutOp, o).key) != (op.namespace, op.key) for o in last)
         ):
             last.append(op)
@@ -393,13 +409,15 @@ class _Sweeper:
         return not self._thread.is_alive()
 
 
-def _call(op: Op, *, vector: bool) -> StoreCall:
+def _call(op: Op, *, vector: bool, owner: Callable[[tuple[str, ...]], str]) -> StoreCall:
     if isinstance(op, GetOp):
         return lambda s: s.get_memory(op.namespace, op.key, refresh_ttl=op.refresh_ttl)
     if isinstance(op, PutOp):
         if op.value is None:
             return lambda s: s.delete_memory(op.namespace, op.key)
-        return lambda s: s.put_memory(op.namespace, op.key, op.value, ttl=_ttl_seconds(op.ttl), index=op.index)
+        return lambda s: s.put_memory(
+            op.namespace, op.key, op.value, ttl=_ttl_seconds(op.ttl), index=op.index, user_id=owner(op.namespace)
+        )
     if isinstance(op, SearchOp):
         plain, compared = _split_filter(op.filter)
         limit, offset = (_OPERATOR_SCAN, 0) if compared else (op.limit, op.offset)

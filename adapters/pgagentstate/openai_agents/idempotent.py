@@ -127,7 +127,7 @@ def _wrap(
         k = _key(key, tool_ctx, arguments, cid)
         s = store
         if ident.tenant:
-            s = tenants.get(ident.tenant) or tenants.setdefault(ident.tenant, store.with_tenant(ident.tenant))
+            s = tenants.get(ident.tenant) or tenants.setdefault(ident.tenant, store.with_context_tenant(ident.tenant))
 
         async def once(_: str) -> Any:
             call_args = (tool_ctx, *args) if takes_ctx else args

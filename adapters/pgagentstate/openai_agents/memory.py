@@ -58,7 +58,7 @@ class _Scope:
         store = self.store
         if ident.tenant:
             store = self._tenants.get(ident.tenant) or self._tenants.setdefault(
-                ident.tenant, self.store.with_tenant(ident.tenant)
+                ident.tenant, self.store.with_context_tenant(ident.tenant)
             )
         return store, (*self.namespace, user), user
 

@@ -181,10 +181,13 @@ def put(
     run_id: str | None,
     forked: bool | None,
     framework: str,
+    user_id: str | None = None,
 ) -> Op[None]:
     lim = ctx.limits
     _ids(ctx, conversation_id, namespace)
     check_id(snapshot_id, "snapshot_id", lim)
+    if user_id is not None:
+        check_id(user_id, "user_id", lim)
     if parent_id is not None:
         check_id(parent_id, "parent_id", lim)
     if run_id is not None:
@@ -242,7 +245,11 @@ def put(
         "n_bases": sum(b is not None for b in bases),
     }
     stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
-    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
+    # The conversation gets its user when a snapshot creates it: erase_user/export_user then cover the thread.
+    conv = {
+        "conversation_id": conversation_id, "framework": check_text(framework, "framework", lim),
+        "user_id": user_id or "",
+    }
     if parent_id is None:
         # A new chain: the only snapshot that may create its conversation (and undelete it).
         stmts = (
@@ -322,7 +329,7 @@ def put_writes(
     # Nothing written: a retry of writes already stored, or the conversation does not exist yet (a run
     # saves writes in the background, so they can arrive before the first snapshot of a new thread) or
     # any more (deleted: then the ensure below does nothing and the writes are dropped).
-    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim)}
+    conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim), "user_id": ""}
     try:
         yield Tx(
             (

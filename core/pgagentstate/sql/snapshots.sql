@@ -87,8 +87,8 @@ SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
 -- name: snapshot_conversation_ensure
 -- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
 -- snapshot_conversation_delete stays deleted (late writes of a run that was still in flight).
-INSERT INTO {schema}.conversations (tenant_id, id, framework)
-SELECT %(tenant)s, %(conversation_id)s, %(framework)s
+INSERT INTO {schema}.conversations (tenant_id, id, framework, user_id)
+SELECT %(tenant)s, %(conversation_id)s, %(framework)s, %(user_id)s
 WHERE %(revive)s OR NOT EXISTS (
     SELECT 1 FROM {schema}.snapshot_tombstones t
     WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s)
