@@ -150,3 +150,18 @@ def test_an_encrypted_ledger_stores_no_error_text_in_clear(dsn: str, schema: str
     with encrypted(dsn, schema, {"k2": K2}, active="k2") as store:
         entry = store.get_ledger_entry("m1")
         assert entry is not None and entry.error == "MailboxError: no mailbox meu@email.com"
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("lease", float("nan")), ("lease", float("inf")), ("lease", 1e300), ("lease", "10"), ("lease", 0),
+     ("wait", float("nan")), ("wait", -1), ("wait", "5")],
+)
+def test_run_once_refuses_bad_durations_before_the_callee_runs(store: StateStore, option: str, value: Any) -> None:
+    from pgagentstate import InvalidInput
+
+    ran: list[str] = []
+    with pytest.raises(InvalidInput) as info:
+        store.run_once("k-bad-duration", lambda key: ran.append(key), **{option: value})
+    assert info.value.path == option and ran == []
+    assert store.get_ledger_entry("k-bad-duration") is None

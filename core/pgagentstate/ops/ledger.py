@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from .. import arguments
 from ..codec import check_id, check_text
 from ..crypto import Cipher
 from ..errors import IdempotencyConflict, IdempotencyInProgress, InvalidInput
@@ -99,8 +100,12 @@ def run_once(
     check_text(api, "api", lim)
     if conversation_id is not None:
         check_id(conversation_id, "conversation_id", lim)
-    if lease <= 0:
-        raise InvalidInput("lease must be positive", path="lease")
+    lease = arguments.duration(lease, "lease")
+    # wait=0 is allowed (do not wait for another worker's outcome); NaN fails the range test.
+    if wait is not None and (
+        isinstance(wait, bool) or not isinstance(wait, int | float) or not 0 <= wait <= arguments.MAX_SECONDS
+    ):
+        raise InvalidInput(f"wait must be a finite number of seconds >= 0, not {wait!r}", path="wait")
     request_json = seal(ctx.cipher, request, lim, ad(ctx.tenant, "ledger", key, "request"), path="request")
     digest = request_hash(ctx.cipher, api, request)
     owner = f"{_OWNER_PREFIX}:{uuid.uuid4().hex[:8]}"
