@@ -53,7 +53,7 @@ from .models import (
     StateRef,
     Step,
 )
-from .ops import context_cache
+from .ops import context_cache, snapshot_reads, snapshot_threads
 from .ops import conversations as conv_ops
 from .ops import distill as distill_ops
 from .ops import events as event_ops
@@ -1263,7 +1263,7 @@ class AsyncStateStore:
         """One snapshot (the newest of the namespace when ``snapshot_id`` is None) with its blobs and
         writes, in one round trip."""
         found = await self.run(
-            snapshot_ops.read(
+            snapshot_reads.read(
                 self._ctx,
                 conversation_id=conversation_id,
                 namespace=namespace,
@@ -1287,7 +1287,7 @@ class AsyncStateStore:
         """Snapshots newest first (all conversations when ``conversation_id`` is None), ``filter`` matched
         by metadata containment; each distinct blob and chunk is fetched once."""
         return await self.run(
-            snapshot_ops.read(
+            snapshot_reads.read(
                 self._ctx,
                 conversation_id=conversation_id,
                 namespace=namespace,
@@ -1303,7 +1303,7 @@ class AsyncStateStore:
     ) -> dict[str, snapshot_ops.ChannelHistory]:
         """Per channel, the nearest ancestor value of the snapshot and the writes after it, in one query."""
         _, history = await self.run(
-            snapshot_ops.chain(self._ctx, conversation_id, snapshot_id, channels, namespace=namespace)
+            snapshot_reads.chain(self._ctx, conversation_id, snapshot_id, channels, namespace=namespace)
         )
         return history
 
@@ -1311,24 +1311,24 @@ class AsyncStateStore:
         """Delete the conversation like :meth:`delete_conversation`, and drop late snapshot writes for it
         until a new chain starts there. False if it did not exist."""
         return await self.run(
-            snapshot_ops.delete_conversation(self._ctx, conversation_id), changes=conversation_id
+            snapshot_threads.delete_conversation(self._ctx, conversation_id), changes=conversation_id
         )
 
     async def delete_snapshot_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the snapshots (and their writes) of these runs, and the blobs and chunks no longer used."""
-        await self.run(snapshot_ops.delete_runs(self._ctx, run_ids))
+        await self.run(snapshot_threads.delete_runs(self._ctx, run_ids))
 
     async def copy_snapshots(self, source_conversation_id: str, target_conversation_id: str) -> None:
         """Copy every snapshot, blob, chunk and write of a conversation to another (created like the
         source when missing)."""
-        await self.run(snapshot_ops.copy(self._ctx, source_conversation_id, target_conversation_id))
+        await self.run(snapshot_threads.copy(self._ctx, source_conversation_id, target_conversation_id))
 
     async def prune_snapshots(
         self, conversation_ids: Sequence[str], *, strategy: snapshot_ops.PruneStrategy = "keep_latest"
     ) -> None:
         """``keep_latest``: keep the newest snapshot of each namespace (and what its delta channels are
         rebuilt from); ``delete``: remove every snapshot. The conversations themselves stay."""
-        await self.run(snapshot_ops.prune(self._ctx, conversation_ids, strategy))
+        await self.run(snapshot_threads.prune(self._ctx, conversation_ids, strategy))
 
 
 class AsyncTurn:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import snapshots as snapshot_ops
+from .. import snapshot_threads
 from ..base import Call, Ctx, Op, Stmt, Tx
 from .args import DAY, positive, seconds
 
@@ -174,7 +174,7 @@ def _gc_snapshots(
         if not ids:
             break
         (before,) = yield Tx((Stmt("ops_snapshot_rows", {"conversation_ids": ids}, "one"),))
-        yield from snapshot_ops.prune(ctx, ids, "keep_latest")
+        yield from snapshot_threads.prune(ctx, ids, "keep_latest")
         (remaining,) = yield Tx((Stmt("ops_snapshot_rows", {"conversation_ids": ids}, "one"),))
         batches += 1
         done["snapshots"] += before[0] - remaining[0]
