@@ -17,18 +17,6 @@ from pgagentstate.ui.term import duration_text, parse_duration, parse_version_or
 from .helpers import DIALOGUE, age_conversation, seed_refund
 
 
-@pytest.fixture
-def cli(dsn: str, schema: str, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    """Run a command against the test schema: (exit code, stdout, stderr)."""
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main([argv[0], "--dsn", dsn, "--schema", schema, *argv[1:]])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
-
-
 def test_migrate_and_doctor(cli, dsn: str) -> None:  # type: ignore[no-untyped-def]
     code, out, _ = cli("migrate", "--json")
     assert code == 0 and json.loads(out)["pending"] == []

@@ -8,18 +8,7 @@ import json
 import pytest
 
 from pgagentstate import StateRef, StateStore
-from pgagentstate.cli import main
 from pgagentstate.ui.term import table
-
-
-@pytest.fixture
-def cli(dsn: str, schema: str, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main([argv[0], "--dsn", dsn, "--schema", schema, *argv[1:]])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
 
 
 def test_conversation_ids_are_listed_whole(cli, store: StateStore) -> None:  # type: ignore[no-untyped-def]

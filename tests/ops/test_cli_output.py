@@ -9,25 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 from pgagentstate import NewEvent, StateRef, StateStore
-from pgagentstate.cli import main
 
 # Set the terminal's title, clear the screen, erase with backspaces, ring the bell, a C1 CSI (red) and a
 # right-to-left override: each would act on an operator's terminal if printed raw.
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\x08\x08\x9b31m\u202eevil\r"
 RAW = ("\x1b", "\x07", "\x08", "\x9b", "\u202e", "\r")
 
-
-@pytest.fixture
-def cli(dsn: str, schema: str, capsys: pytest.CaptureFixture[str]):  # type: ignore[no-untyped-def]
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main([argv[0], "--dsn", dsn, "--schema", schema, *argv[1:]])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
 
 
 def test_customer_data_cannot_drive_the_terminal(cli, store: StateStore) -> None:  # type: ignore[no-untyped-def]
