@@ -28,6 +28,13 @@ class StepIsInt:
     validate_patch = validate_document
 
 
+def _nested(depth: int) -> dict[str, Any]:
+    value: dict[str, Any] = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
 @pytest.fixture
 async def service(dsn: str, schema: str) -> AsyncIterator[PostgresSessionService]:
     async with AsyncStateStore(dsn, schema=schema, state_schemas={"state": StepIsInt()}) as store:
@@ -41,8 +48,9 @@ async def service(dsn: str, schema: str) -> AsyncIterator[PostgresSessionService
         {"step": 1, "note": SURROGATE},
         {"step": 1, "user:name": SURROGATE},
         {"step": 1, "app:flag": {"deep": SURROGATE}},
+        {"step": 1, "deep": _nested(300)},  # too deep for pydantic's serialiser, degraded or not
     ],
-    ids=["schema", "surrogate", "user surrogate", "app surrogate"],
+    ids=["schema", "surrogate", "user surrogate", "app surrogate", "too deep"],
 )
 async def test_create_session_is_all_or_nothing(
     service: PostgresSessionService, fingerprint: Callable[[], dict[str, str]], state: dict[str, Any]

@@ -37,7 +37,10 @@ def _json_value(key: str, value: Any, strict: bool) -> Any:
     except (PydanticSerializationError, TypeError, ValueError) as exc:
         if strict:
             raise InvalidPayload(f"state value of {key!r} is not JSON serialisable: {exc}", path=key) from exc
-        degraded = to_jsonable_python(value, serialize_unknown=True)
+        try:
+            degraded = to_jsonable_python(value, serialize_unknown=True)
+        except (PydanticSerializationError, TypeError, ValueError) as again:  # e.g. nested too deep
+            raise InvalidPayload(f"state value of {key!r} cannot be stored: {again}", path=key) from again
         log.warning("state value of %r is not JSON serialisable (%s): stored as the string %r", key, exc,
                     degraded if len(str(degraded)) <= 80 else f"{str(degraded)[:77]}...")
         return degraded
