@@ -87,12 +87,15 @@ SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
 -- name: snapshot_conversation_ensure
 -- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
 -- snapshot_conversation_delete stays deleted (late writes of a run that was still in flight).
+-- A conversation that pending writes created before the first snapshot (they may arrive first) has no user
+-- yet: the snapshot that names one gives it.
 INSERT INTO {schema}.conversations (tenant_id, id, framework, user_id)
 SELECT %(tenant)s, %(conversation_id)s, %(framework)s, %(user_id)s
 WHERE %(revive)s OR NOT EXISTS (
     SELECT 1 FROM {schema}.snapshot_tombstones t
     WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s)
-ON CONFLICT (tenant_id, id) DO NOTHING
+ON CONFLICT (tenant_id, id) DO UPDATE SET user_id = EXCLUDED.user_id
+    WHERE {schema}.conversations.user_id = '' AND EXCLUDED.user_id <> ''
 
 -- name: snapshot_tombstone_clear
 DELETE FROM {schema}.snapshot_tombstones t WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s
