@@ -13,7 +13,9 @@ the runs. Sections:
   latency     turn time at 20 / 200 / 1,000 / 5,000 messages of history, ours / naive, sync and async
               stores (target <= 0.6x at every size)
   floor       turn time / one raw single-row INSERT in autocommit, one round trip and one WAL flush
-              (target <= 2.2x)
+              (target <= 2.2x); and the same two statements a turn sends (turn_load, turn_save) from a
+              bare psycopg connection with their parameters built beforehand: the schema's own bound
+              (bare / floor) and the library's cost on top of it (ours / bare)
   cpu         client CPU per turn (CPU time of the calling thread, kernel included), ours and naive
   throughput  turns/s from one process (asyncio, a pool of 10 connections per side) at 10 / 200 / 1,000
               concurrent conversations, ours / naive (target >= 1.5x, p99 latency no worse), and ours at
@@ -43,7 +45,9 @@ from psycopg import sql
 from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
-from pgagentstate import AsyncStateStore, NewEvent, StateRef, StateStore
+from pgagentstate import AsyncStateStore, NewEvent, StateRef, StateStore, queries
+from pgagentstate.ops import events as event_ops
+from pgagentstate.ops import state as state_ops
 
 SIZES = (20, 200, 1_000, 5_000)
 POOL = 10  # connections per side in the throughput section (the store's default max_size)
@@ -249,27 +253,85 @@ async def _async_latency(env: Env, size: int, rounds: int, n: int) -> dict[str, 
     return {"ours_ms": ms(b), "naive_ms": ms(a), "ratio": ms(b) / ms(a)}
 
 
+class Bare:
+    """A turn's two statements (turn_load, turn_save: the library's own SQL) sent from a bare psycopg
+    connection, their parameters built before the clock starts: what this schema's turn costs with no
+    library code around it. Bare / floor is the design's own bound; ours / bare is the library's cost."""
+
+    def __init__(self, env: Env, cids: list[str], rounds: int, warmup: int) -> None:
+        ctx = env.store.context
+        schema = env.ours_schema
+        self.load_q = queries.query("turn_load", schema)
+        self.save_q = queries.query("turn_save", schema)
+        self.cids = cids
+        self.conn = psycopg.connect(env.dsn, autocommit=True)
+        versions = {}
+        for cid in cids:
+            with env.store.turn(cid) as turn:  # the versions the bare turns start from
+                pass
+            versions[cid] = [turn.conversation.version, turn.state_version]
+        self.loads: list[dict[str, Any]] = []
+        self.saves: list[dict[str, Any]] = []
+        for i in range(-warmup, rounds):
+            cid = cids[i % len(cids)]
+            v = versions[cid]
+            prepared = event_ops.prepare_append(
+                ctx,
+                cid,
+                [
+                    NewEvent({"role": "customer", "text": f"message {i}"}, author="customer"),
+                    NewEvent({"role": "agent", "text": agent_reply(i, 20)}, author="agent"),
+                ],
+                None,
+            )
+            data = {"external_calls": [{"api": "payment", "n": i}], "workflow_step": i}
+            self.loads.append({"tenant": ctx.tenant, "id": cid, "limit": 20, "state_name": "state"})
+            self.saves.append(
+                {
+                    "tenant": ctx.tenant,
+                    "id": cid,
+                    "expected_version": v[0],
+                    "status": None,
+                    "state_name": "state",
+                    "state": state_ops.put_data(ctx, StateRef.conversation(cid, "state"), data),
+                    "state_version": v[1],
+                    **event_ops.rows_params(prepared),
+                }
+            )
+            v[0] += 1
+            v[1] += 1
+        self.warmup = warmup
+
+    def turn(self, i: int) -> None:
+        k = i + self.warmup
+        self.conn.execute(self.load_q, self.loads[k], prepare=True).fetchone()
+        self.conn.execute(self.save_q, self.saves[k], prepare=True).fetchall()
+
+
 def bench_floor_and_cpu(env: Env, rounds: int) -> dict[str, Any]:
-    """Turns at 20 messages of history, raw INSERTs and naive turns interleaved; wall and thread CPU time."""
+    """Turns at 20 messages of history, raw INSERTs, naive turns and bare turns interleaved; wall and thread
+    CPU time."""
     n = conversations_for(20, rounds)
     mine = [ours_create(env.store, 20) for _ in range(n)]
     theirs = [env.naive.create(env.conn, 20) for _ in range(n)]
+    bare = Bare(env, [ours_create(env.store, 20) for _ in range(n)], rounds, 30)
     insert = sql.SQL("INSERT INTO {}.floor_events (payload) VALUES (%s::jsonb)").format(env.naive.schema_id)
     text = json.dumps({"role": "customer", "text": "meu@email.com", "channel": "whatsapp"})
-    samples: dict[str, list[float]] = {"ours": [], "naive": [], "floor": []}
-    cpu: dict[str, list[float]] = {"ours": [], "naive": [], "floor": []}
-    with psycopg.connect(env.dsn, autocommit=True) as floor:
+    samples: dict[str, list[float]] = {"ours": [], "naive": [], "floor": [], "bare": []}
+    cpu: dict[str, list[float]] = {"ours": [], "naive": [], "floor": [], "bare": []}
+    with psycopg.connect(env.dsn, autocommit=True) as floor, bare.conn:
         steps: dict[str, Callable[[int], Any]] = {
             "ours": lambda i: ours(env.store, mine[i % n], i),
             "naive": lambda i: env.naive.turn(env.conn, theirs[i % n], i),
             "floor": lambda i: floor.execute(insert, (text,)),
+            "bare": bare.turn,
         }
-        for i in range(30):
+        for i in range(-30, 0):
             for step in steps.values():
                 step(i)
         order = list(steps)
         for i in range(rounds):
-            for name in order[i % 3 :] + order[: i % 3]:
+            for name in order[i % 4 :] + order[: i % 4]:
                 c0, t0 = time.thread_time(), time.perf_counter()
                 steps[name](i)
                 t1, c1 = time.perf_counter(), time.thread_time()
@@ -280,6 +342,9 @@ def bench_floor_and_cpu(env: Env, rounds: int) -> dict[str, Any]:
             "ours_ms": ms(samples["ours"]),
             "floor_ms": ms(samples["floor"]),
             "ratio": ms(samples["ours"]) / ms(samples["floor"]),
+            "bare_ms": ms(samples["bare"]),
+            "bare_ratio": ms(samples["bare"]) / ms(samples["floor"]),
+            "ours_over_bare": ms(samples["ours"]) / ms(samples["bare"]),
         },
         "cpu": {f"{k}_ms": statistics.mean(v) * 1000 for k, v in cpu.items()},
     }
@@ -475,11 +540,16 @@ def report(m: dict[str, Any], runs: list[dict[str, Any]]) -> None:
             f"{v['floor_ms']:.3f} ms, {v['ratio']:.2f}x (runs: {each(['floor', 'ratio'])})"
             f"  {verdict(v['ratio'] <= 2.2)}"
         )
+        print(
+            f"  the same two statements from a bare connection (no library code): {v['bare_ms']:.3f} ms, "
+            f"{v['bare_ratio']:.2f}x the floor (runs: {each(['floor', 'bare_ratio'])}); ours / bare "
+            f"{v['ours_over_bare']:.2f}x"
+        )
     if "cpu" in m:
         v = m["cpu"]
         print(
             f"client CPU per turn: ours {v['ours_ms']:.3f} ms, naive {v['naive_ms']:.3f} ms, "
-            f"raw INSERT {v['floor_ms']:.3f} ms"
+            f"raw INSERT {v['floor_ms']:.3f} ms, bare turn {v['bare_ms']:.3f} ms"
         )
     if "throughput" in m:
         print("throughput from one process, ours / naive (target >= 1.5x, p99 no worse):")
