@@ -345,6 +345,8 @@ def bench_floor_and_cpu(env: Env, rounds: int) -> dict[str, Any]:
             "bare_ms": ms(samples["bare"]),
             "bare_ratio": ms(samples["bare"]) / ms(samples["floor"]),
             "ours_over_bare": ms(samples["ours"]) / ms(samples["bare"]),
+            "naive_ms": ms(samples["naive"]),
+            "bare_over_naive": ms(samples["bare"]) / ms(samples["naive"]),
         },
         "cpu": {f"{k}_ms": statistics.mean(v) * 1000 for k, v in cpu.items()},
     }
@@ -542,8 +544,9 @@ def report(m: dict[str, Any], runs: list[dict[str, Any]]) -> None:
         )
         print(
             f"  the same two statements from a bare connection (no library code): {v['bare_ms']:.3f} ms, "
-            f"{v['bare_ratio']:.2f}x the floor (runs: {each(['floor', 'bare_ratio'])}); ours / bare "
-            f"{v['ours_over_bare']:.2f}x"
+            f"{v['bare_ratio']:.2f}x the floor (runs: {each(['floor', 'bare_ratio'])}), "
+            f"{v['bare_over_naive']:.2f}x the naive turn (runs: {each(['floor', 'bare_over_naive'])}); "
+            f"ours / bare {v['ours_over_bare']:.2f}x"
         )
     if "cpu" in m:
         v = m["cpu"]
