@@ -40,6 +40,42 @@ def test_wheel_contains_both_halves(tmp_path: Path) -> None:
     missing = sorted(expected - names)
     assert not missing, missing
     assert "pgagentstate/py.typed" in names
+    # The library and nothing else: the refund application, its scripted models and service stand-ins
+    # live in examples/ and never ship.
+    assert not [n for n in names if n.startswith(("examples/", "tests/", "benchmarks/"))]
+    assert not [n for n in names if "demo" in n or "refund" in n or "scripted" in n], sorted(names)
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = {archive.read(n) for n in names if n.endswith(".py")}
+    copied = [p for p in (ROOT / "examples").rglob("*.py") if p.stat().st_size and p.read_bytes() in shipped]
+    assert not copied, copied
+
+
+@pytest.mark.slow
+def test_the_wheel_alone_imports_with_no_framework_installed(tmp_path: Path) -> None:
+    """A user who installs the library without an extra gets every core module importable, and no
+    framework comes with it (the adapters import theirs only when used)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                   check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("pgagentstate-*.whl")
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    subprocess.run([str(python), "-m", "pip", "install", "-q", str(wheel)], check=True, capture_output=True)
+    probe = (
+        "import importlib, importlib.util, pkgutil, pgagentstate\n"
+        "frameworks = ['langgraph', 'langchain_core', 'google.adk', 'agents', 'redis', 'uvicorn']\n"
+        "present = [f for f in frameworks if importlib.util.find_spec(f.split('.')[0]) is not None]\n"
+        "assert not present, present\n"
+        "core = [m.name for m in pkgutil.walk_packages(pgagentstate.__path__, 'pgagentstate.')\n"
+        "        if not m.name.startswith(('pgagentstate.langgraph', 'pgagentstate.adk',\n"
+        "                                  'pgagentstate.openai_agents'))]\n"
+        "for name in core:\n"
+        "    importlib.import_module(name)\n"
+        "print(len(core))\n"
+    )
+    done = subprocess.run([str(python), "-c", probe], cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) > 20  # the core's modules, really imported
 
 
 def test_sync_store_is_generated_from_async() -> None:
