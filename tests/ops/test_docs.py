@@ -194,7 +194,7 @@ def _run_bounded(argv: list[str], cwd: Path, env: dict[str, str], what: str) -> 
 @pytest.mark.slow
 @pytest.mark.skipif(
     os.environ.get("PGAGENTSTATE_FRESH_CLONE") != "1",
-    reason="10-25 minutes: run by hand with PGAGENTSTATE_FRESH_CLONE=1 (not yet in .ci/run: see docs/dev)",
+    reason="about 90 s on a quiet machine; .ci/run sets PGAGENTSTATE_FRESH_CLONE=1 in its embedded-Postgres pass",
 )
 def test_a_fresh_clone_runs_every_docs_example_and_every_example_script_twice(tmp_path: Path) -> None:
     """No environment at all: every runnable docs block and every ``examples/*.py`` starts the embedded
