@@ -135,6 +135,8 @@ def test_the_chart_renders_in_headless_chromium(viewer: str, tmp_path: Path) -> 
     with_completion = sum(1 for p in series["total"] if p["completion_seconds"]["0.5"] is not None)
     assert dom.count('class="pt completion"') == with_start and with_start >= 2
     assert dom.count('class="pt p50"') == with_completion and with_completion >= 2
+    # A line joins neighbouring buckets only: hours A and B are joined, the window's first hour stands alone.
+    assert dom.count('class="line completion"') == 1
     guards = _buckets(dom, "trend-guards")
     assert len(guards) == 24 and sum(int(g["data-duplicates"]) for g in guards) == 2
     assert sum(int(g["data-stuck"]) for g in guards) == 1

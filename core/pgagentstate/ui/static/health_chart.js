@@ -11,7 +11,7 @@
     ["waiting_customer_rate", "waiting customer"], ["stuck_rate", "stuck step"],
   ];
   const QUANTILES = [["0.5", "p50"], ["0.9", "p90"], ["0.99", "p99"]];
-  const W = 560, H = 170, PAD = { l: 44, r: 8, t: 8, b: 22 };
+  const W = 380, H = 150, PAD = { l: 40, r: 6, t: 8, b: 20 };
 
   function node(tag, attrs, ...children) {
     const n = document.createElementNS(SVG, tag);
@@ -27,6 +27,8 @@
     return n;
   }
 
+  // An even top for counts, so that the middle grid line is a whole number.
+  const evenTop = (values) => 2 * Math.max(1, Math.ceil(Math.max(0, ...values) / 2));
   const pct = (r) => (r === null || r === undefined ? "–" : `${(r * 100).toFixed(r < 0.1 && r > 0 ? 1 : 0)}%`);
 
   function secs(s) {
@@ -40,7 +42,7 @@
   function bucketLabel(iso, every) {
     const d = new Date(iso);
     return every >= 86400 ? d.toLocaleDateString([], { month: "short", day: "numeric" })
-      : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+      : d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit", hourCycle: "h23" });
   }
 
   // The frame of one chart: an svg with a y axis from 0 to top, and x slots, one per bucket.
@@ -70,7 +72,7 @@
 
   // Conversations started per bucket, stacked by their health now.
   function outcomes(series, points) {
-    const top = Math.max(1, ...points.map((p) => p.started));
+    const top = evenTop(points.map((p) => p.started));
     const f = frame("trend-outcomes", "conversations started, by health now", series, top, (v) => String(Math.round(v)));
     points.forEach((p, i) => {
       const g = node("g", { class: "bucket", "data-bucket": series.buckets[i], "data-started": p.started });
@@ -93,15 +95,21 @@
   function lines(id, title, series, points, keys, top, fmt) {
     const f = frame(id, title, series, top, fmt);
     for (const [get, cls] of keys) {
-      const pts = [];
+      // A line joins neighbouring buckets only: a bucket without a value breaks it (no slope over a gap).
+      const runs = [[]];
       points.forEach((p, i) => {
         const v = get(p);
-        if (v === null || v === undefined) return;
-        pts.push([f.x(i), f.y(Math.min(v, top))]);
+        if (v === null || v === undefined) {
+          if (runs[runs.length - 1].length) runs.push([]);
+          return;
+        }
+        runs[runs.length - 1].push([f.x(i), f.y(Math.min(v, top))]);
         f.svg.append(node("circle", { class: `pt ${cls}`, cx: f.x(i), cy: f.y(Math.min(v, top)), r: 2.6,
           "data-bucket": series.buckets[i], "data-value": v }, node("title", {}, `${cls}: ${fmt(v)}`)));
       });
-      if (pts.length > 1) f.svg.prepend(node("polyline", { class: `line ${cls}`, points: pts.map((q) => q.join(",")).join(" ") }));
+      for (const run of runs.filter((r) => r.length > 1)) {
+        f.svg.prepend(node("polyline", { class: `line ${cls}`, points: run.map((q) => q.join(",")).join(" ") }));
+      }
     }
     return f.svg;
   }
@@ -120,7 +128,7 @@
   }
 
   function guarded(series, points) {
-    const top = Math.max(1, ...points.map((p) => Math.max(p.duplicates_stopped, p.stuck_steps)));
+    const top = evenTop(points.map((p) => Math.max(p.duplicates_stopped, p.stuck_steps)));
     const f = frame("trend-guards", "duplicate side effects stopped and stuck steps", series, top,
       (v) => String(Math.round(v)));
     points.forEach((p, i) => {
