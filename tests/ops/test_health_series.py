@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 import pytest
 
-from pgagentstate import InvalidInput, StateStore
+from pgagentstate import AsyncStateStore, InvalidInput, StateStore
 from pgagentstate.ops import operations
 from pgagentstate.queries import query
 
@@ -196,3 +196,9 @@ def test_health_series_command(cli: Callable[..., tuple[int, str, str]], store: 
     code, out, _ = cli("health", "--series", "day", "--json")
     data = json.loads(out)
     assert code == 0 and len(data["buckets"]) == 30 and data["window"]["started"] == 9
+
+
+async def test_the_series_runs_on_the_async_store(astore: AsyncStateStore) -> None:
+    await astore.create_conversation("a", framework="adk", status="completed")
+    s = await astore.run(operations.health_series(astore.context, every="day"))
+    assert s.window.started == 1 and s.window.completion_rate == 1.0 and len(s.buckets) == 30
