@@ -22,6 +22,8 @@ CREATE TABLE {schema}.conversations (
 -- No updated_at in these indexes: appends update it, and must stay HOT updates (migration 0006).
 CREATE INDEX conversations_app_user_idx ON {schema}.conversations (tenant_id, app, user_id);
 CREATE INDEX conversations_status_idx ON {schema}.conversations (tenant_id, status);
+-- Health over time: conversations started in a window (migration 0012); created_at never changes.
+CREATE INDEX conversations_created_idx ON {schema}.conversations (tenant_id, created_at);
 
 -- Append-only per conversation; seq is allocated from conversations.last_seq under that row's lock, so a
 -- batch is contiguous and a seq is never handed out twice (pops and replacements move last_seq forward).

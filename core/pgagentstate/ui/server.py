@@ -1,7 +1,9 @@
 """The timeline viewer: a small read-only web app on the standard library's HTTP server.
 
 ``GET /`` serves the page (HTML, JS and CSS shipped as package data in ``ui/static``); the page reads
-JSON from ``/api/health``, ``/api/conversations`` and ``/api/conversations/<id>``. Nothing here writes.
+JSON from ``/api/health``, ``/api/health/series`` (the chart), ``/api/conversations`` and
+``/api/conversations/<id>``; ``/metrics`` is the health for Prometheus (:mod:`.metrics`). Nothing here
+writes.
 
 It listens on 127.0.0.1 by default. Bound to loopback it only answers requests whose ``Host`` is a
 loopback name, so a web page elsewhere cannot read it through DNS rebinding; the Content-Security-Policy
@@ -24,9 +26,12 @@ from ..errors import PgAgentStateError
 from ..ops import operations
 from ..ops.operations import to_jsonable
 from ..sync import StateStore
+from . import metrics
 from .term import parse_duration
 
 _STATIC = {"index.html": "text/html", "app.js": "text/javascript", "app.css": "text/css"}
+# The health-over-time chart (its own files, so the timeline's can change without touching it).
+_STATIC.update({"health_chart.js": "text/javascript", "health_chart.css": "text/css"})
 _LOOPBACK_NAMES = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -84,6 +89,10 @@ class _Handler(BaseHTTPRequestHandler):
                 self._json(self._health(query))
             elif path == "/api/conversations":
                 self._json(self._list(query))
+            elif path == "/api/health/series":
+                self._json(self._health_series(query))
+            elif path == "/metrics":
+                self._send(HTTPStatus.OK, self._metrics(query).encode(), metrics.CONTENT_TYPE)
             elif path.startswith("/api/conversations/"):
                 cid = unquote(path[len("/api/conversations/") :])
                 found = self._timeline(cid, query)
@@ -107,6 +116,32 @@ class _Handler(BaseHTTPRequestHandler):
     def _health(self, query: dict[str, str]) -> Any:
         store = self.server.store
         return to_jsonable(store.run(operations.health(store.context, idle=self._idle(query))))
+
+    def _health_series(self, query: dict[str, str]) -> Any:
+        """``?every=hour|day`` (default hour), ``buckets`` (default 24 hours / 30 days), ``app``,
+        ``framework``, ``idle``."""
+        store = self.server.store
+        buckets = int(query["buckets"]) if query.get("buckets") else None
+        series = store.run(
+            operations.health_series(
+                store.context,
+                every=query.get("every") or "hour",
+                buckets=buckets,
+                idle=self._idle(query),
+                app=query.get("app") or None,
+                framework=query.get("framework") or None,
+            )
+        )
+        return to_jsonable(series)
+
+    def _metrics(self, query: dict[str, str]) -> str:
+        """OpenMetrics over the last ``?window=`` (default 24h), per app and framework."""
+        store = self.server.store
+        window = parse_duration(query["window"]) if query.get("window") else 86400.0
+        series = store.run(
+            operations.health_series(store.context, every=window, buckets=1, rolling=True, idle=self._idle(query))
+        )
+        return metrics.render(series)
 
     def _list(self, query: dict[str, str]) -> Any:
         store = self.server.store

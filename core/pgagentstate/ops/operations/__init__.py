@@ -1,6 +1,7 @@
-"""Operator operations: conversation health (:mod:`.health`), listings (:mod:`.listing`), timelines and time
-travel (:mod:`.timeline`), retention (:mod:`.retention`), export and erase of one user (:mod:`.privacy`),
-statistics (:mod:`.stats`) and the checks of ``pgagentstate doctor`` (:mod:`.doctor`).
+"""Operator operations: conversation health (:mod:`.health`) and its time series (:mod:`.health_series`),
+listings (:mod:`.listing`), timelines and time travel (:mod:`.timeline`), retention (:mod:`.retention`),
+export and erase of one user (:mod:`.privacy`), statistics (:mod:`.stats`) and the checks of
+``pgagentstate doctor`` (:mod:`.doctor`).
 
 Like every operation these are generators run by either store::
 
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from .doctor import Check, PoolSettings, doctor, pool_checks
 from .health import DEFAULT_IDLE, HEALTH_CATEGORIES, OPEN_STATUSES, Health, StuckStep, health, health_of
+from .health_series import QUANTILES, HealthGroup, HealthPoint, HealthSeries, health_series
 from .jsonable import to_jsonable
 from .listing import ConversationSummary, list_conversations, tenants
 from .privacy import erase_user, export_user, read_archive
@@ -39,11 +41,15 @@ __all__ = [
     "GC_TASKS",
     "HEALTH_CATEGORIES",
     "OPEN_STATUSES",
+    "QUANTILES",
     "Change",
     "Check",
     "ConversationSummary",
     "GcReport",
     "Health",
+    "HealthGroup",
+    "HealthPoint",
+    "HealthSeries",
     "PoolSettings",
     "RetentionPolicy",
     "ScratchItem",
@@ -62,6 +68,7 @@ __all__ = [
     "gc_plan",
     "health",
     "health_of",
+    "health_series",
     "list_conversations",
     "message_text",
     "pool_checks",
