@@ -11,14 +11,16 @@ that stays up.
   partition's length; calls succeed again after the link heals and the log holds exactly the calls that
   succeeded (plus, at most, ones whose outcome the caller could not know), in order.
 
-About 70 s in all (on a loaded 2-CPU machine). Needs root and iproute2 (``ip netns``, veth); skipped
-otherwise. The namespace, its links and the throwaway cluster are removed at the end, whatever happened.
+The single-store test runs by default (~57 s); the run under load is opt-in with the Patroni failover
+(``PGAGENTSTATE_HA=1``, ~45 s more). Needs root and iproute2 (``ip netns``, veth); skipped otherwise.
+The namespace, its links and the throwaway cluster are removed at the end, whatever happened.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import subprocess
 import sys
 import time
@@ -61,6 +63,10 @@ def cluster_on(root: Path, link: netns_tools.Link) -> PgCluster:
     return cluster
 
 
+@pytest.mark.skipif(
+    os.environ.get("PGAGENTSTATE_HA", "").lower() not in ("1", "true", "yes", "on"),
+    reason="the partitions-under-load run is opt-in (PGAGENTSTATE_HA=1, ~45 s)",
+)
 async def test_link_down_partitions_under_load_lose_nothing(cluster_root: Path, ns: netns_tools.Netns) -> None:
     db, api = ns.link(), ns.link()
     cluster = cluster_on(cluster_root, db)
