@@ -4,8 +4,8 @@ by itself, and the workers find the new primary through their multi-host DSN (``
 read-write``). Figures: acknowledged turns lost (must be 0), duplicate side effects (must be 0), seconds from
 the kill to Patroni's promotion and to the first answer.
 
-Opt-in (``PGAGENTSTATE_HA=1``): about 60 s on a quiet 2-CPU machine (etcd and two Patroni nodes start in ~15 s,
-the run itself ~40 s). Skipped with the reason when Patroni or etcd is not installed
+Opt-in (``PGAGENTSTATE_HA=1``): about 46 s on this 2-CPU machine (etcd and two Patroni nodes start in ~15 s,
+the run itself ~30 s). Skipped with the reason when Patroni or etcd is not installed
 (``apt-get install patroni etcd-server``). ``tools/patroni_cluster.py`` says how the pair is configured.
 """
 
@@ -35,7 +35,7 @@ def _accepts_connections(port: int) -> bool:
 
 pytestmark = pytest.mark.skipif(
     os.environ.get("PGAGENTSTATE_HA", "").lower() not in ("1", "true", "yes", "on"),
-    reason="the Patroni failover test is opt-in (PGAGENTSTATE_HA=1, ~60 s)",
+    reason="the Patroni failover test is opt-in (PGAGENTSTATE_HA=1, ~46 s)",
 )
 
 
