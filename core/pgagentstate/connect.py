@@ -77,14 +77,42 @@ def behind_pgbouncer() -> bool:
     return os.environ.get("PGAGENTSTATE_PGBOUNCER", "").strip().lower() in ("1", "true", "yes", "on")
 
 
-def pool_kwargs(*, pgbouncer: bool) -> dict[str, Any]:
+#: libpq settings the store's own pools use unless the DSN (or ``$PGCONNECT_TIMEOUT``) sets them, so that
+#: a server that vanished from the network (a partition, a lost machine, a failed-over primary whose
+#: address went silent) costs a call a bounded wait and a ``ConnectionLost`` instead of a hang. libpq's
+#: defaults leave that to the kernel: ~2 min for a connection attempt (SYN retries), ~15 min for a request
+#: that is not acknowledged (``tcp_retries2``) and 2 h + 9 × 75 s for an acknowledged one whose answer
+#: never comes (keepalive defaults). With these: a connection attempt gives up after 5 s (per host of a
+#: multi-host DSN); unacknowledged data fails the connection after 10 s (``tcp_user_timeout``); a
+#: silent peer is probed after 5 s idle and dropped ~11 s after it last answered. A long query is not
+#: affected: the server's kernel answers the probes. Unix sockets ignore all but ``connect_timeout``.
+TCP_DEADLINES: dict[str, Any] = {
+    "connect_timeout": 5,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+
+#: Seconds a call waits for a pooled connection before ``ConnectionLost`` (psycopg_pool's default is 30):
+#: during a partition the pool cannot connect, and a caller should hear so in about the time a dead
+#: connection takes to be noticed (``TCP_DEADLINES``), not three times that.
+POOL_WAIT = 10.0
+
+
+def pool_kwargs(*, pgbouncer: bool, dsn: str = "") -> dict[str, Any]:
     """Connection settings for pools the store creates.
 
     Autocommit lets a one-statement operation cost one round trip (no BEGIN/COMMIT). Behind PgBouncer in
     transaction mode, server-side prepared statements may land on another server connection, so
-    automatic preparation is switched off there.
+    automatic preparation is switched off there. ``TCP_DEADLINES`` fill in what ``dsn`` does not set.
     """
-    return {"autocommit": True, "prepare_threshold": None if pgbouncer else 5}
+    given = conninfo_to_dict(dsn) if dsn else {}
+    if os.environ.get("PGCONNECT_TIMEOUT"):
+        given["connect_timeout"] = os.environ["PGCONNECT_TIMEOUT"]
+    deadlines = {k: v for k, v in TCP_DEADLINES.items() if k not in given}
+    return {"autocommit": True, "prepare_threshold": None if pgbouncer else 5, **deadlines}
 
 
 def idle_connection_is_dead(conn: psycopg.Connection[Any] | psycopg.AsyncConnection[Any]) -> bool:

@@ -29,6 +29,7 @@ from psycopg_pool import ConnectionPool
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import (
+    POOL_WAIT,
     behind_pgbouncer,
     first_connect_kwargs,
     idle_connection_is_dead,
@@ -136,7 +137,8 @@ class _SyncSource:
                 min_size=min_size,
                 max_size=max_size,
                 open=False,
-                kwargs=pool_kwargs(pgbouncer=pgbouncer),
+                kwargs=pool_kwargs(pgbouncer=pgbouncer, dsn=dsn),
+                timeout=POOL_WAIT,
                 name="pgagentstate",
                 **configure,
             )

@@ -234,3 +234,30 @@ def test_a_store_used_from_many_event_loops_leaves_no_connection_behind(dsn: str
         left = mine()
     assert left <= 1
     asyncio.run(store.close())
+
+
+def test_the_stores_own_pool_bounds_a_silent_server_with_tcp_deadlines(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that vanished from the network must cost a call seconds, not libpq's defaults (minutes for
+    unacknowledged data, hours for a request whose answer never comes): the store's own pool connects with
+    keepalives, tcp_user_timeout and connect_timeout unless the DSN says otherwise (tests/reliability/
+    test_partitions.py takes a real link down)."""
+    from pgagentstate.connect import POOL_WAIT, TCP_DEADLINES
+
+    monkeypatch.delenv("PGCONNECT_TIMEOUT", raising=False)
+    with StateStore(dsn, schema=schema, min_size=1, max_size=1) as store:
+        store.list_conversations()
+        pool = store._source._pools[None].pool
+        assert pool.timeout == POOL_WAIT
+        with pool.connection() as conn:
+            params = conn.info.get_parameters()
+    for key, value in TCP_DEADLINES.items():  # libpq keeps them for a Unix socket too (and ignores them)
+        assert params.get(key) == str(value), (key, params)
+
+    # What the DSN sets wins.
+    chosen = f"{dsn}{'&' if '?' in dsn else '?'}keepalives_idle=30" if "://" in dsn else f"{dsn} keepalives_idle=30"
+    with StateStore(chosen, schema=schema, min_size=1, max_size=1) as store:
+        store.list_conversations()
+        with store._source._pools[None].pool.connection() as conn:
+            assert conn.info.get_parameters().get("keepalives_idle") == "30"

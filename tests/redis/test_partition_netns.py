@@ -16,6 +16,7 @@ import logging
 import os
 import shutil
 import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,43 +26,34 @@ import pytest
 
 from pgagentstate import RedisTier, StateStore
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+# tools/netns.py: namespaces and veth links, shared with tests/reliability
+import netns as ns_tools
+
 redis = pytest.importorskip("redis", reason="the Redis tier's tests need pip install 'pgagentstate[redis]'")
 
 SERVER = shutil.which("redis-server")
-IP = shutil.which("ip")
 PORT = 6390
-
-
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess[bytes]:
-    assert IP is not None
-    return subprocess.run([IP, *args], check=check, capture_output=True, timeout=10)
 
 
 class Netns:
     """A network namespace with Redis in it, joined to this namespace by a veth pair."""
 
     def __init__(self, workdir: Path) -> None:
-        n = os.getpid() % 250 + 1
-        self.name = f"pgas-redis-{os.getpid()}"
-        self.host_if, self.ns_if = f"pgr{os.getpid()}h"[:15], f"pgr{os.getpid()}n"[:15]
-        self.host_ip, self.ns_ip = f"10.213.{n}.1", f"10.213.{n}.2"
+        self.ns = ns_tools.Netns("redis", block=213)
         self.workdir = workdir
         self.proc: subprocess.Popen[bytes] | None = None
 
     def up(self) -> None:
-        sh("netns", "add", self.name)
-        sh("link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if)
-        sh("link", "set", self.ns_if, "netns", self.name)
-        sh("addr", "add", f"{self.host_ip}/30", "dev", self.host_if)
-        sh("link", "set", self.host_if, "up")
-        sh("netns", "exec", self.name, "ip", "addr", "add", f"{self.ns_ip}/30", "dev", self.ns_if)
-        sh("netns", "exec", self.name, "ip", "link", "set", self.ns_if, "up")
-        assert IP is not None and SERVER is not None
+        self.ns.up()
+        self.link = self.ns.link()
+        self.ns_ip = self.link.ns_ip
+        assert SERVER is not None
         self.proc = subprocess.Popen(
-            [IP, "netns", "exec", self.name, SERVER, "--port", str(PORT), "--bind", self.ns_ip, "--save", "",
+            [*self.ns.prefix(), SERVER, "--port", str(PORT), "--bind", self.ns_ip, "--save", "",
              "--appendonly", "no", "--dir", str(self.workdir), "--protected-mode", "no"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )
+        )  # fmt: skip
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -78,30 +70,23 @@ class Netns:
 
     def cut(self) -> None:
         """Take the link down inside the namespace: this side keeps its route, packets go nowhere."""
-        sh("netns", "exec", self.name, "ip", "link", "set", self.ns_if, "down")
+        self.link.cut("ns")
 
     def heal(self) -> None:
-        sh("netns", "exec", self.name, "ip", "link", "set", self.ns_if, "up")
+        self.link.heal()
 
     def down(self) -> None:
         if self.proc is not None:
             self.proc.kill()
             with contextlib.suppress(subprocess.TimeoutExpired):
                 self.proc.wait(10)
-        sh("link", "del", self.host_if, check=False)
-        sh("netns", "del", self.name, check=False)
+        self.ns.down()
 
 
 def _can_make_netns() -> str | None:
     if SERVER is None:
         return "redis-server is not installed (apt-get install redis-server)"
-    if IP is None or os.geteuid() != 0:
-        return "a network namespace needs root and iproute2"
-    probe = f"pgas-probe-{os.getpid()}"
-    if sh("netns", "add", probe, check=False).returncode != 0:
-        return "this machine does not allow network namespaces"
-    sh("netns", "del", probe, check=False)
-    return None
+    return ns_tools.unavailable()
 
 
 @pytest.fixture(scope="module")

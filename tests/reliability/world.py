@@ -61,6 +61,7 @@ class Services:
     slow_seconds: float = 1.6  # how late a "timeout" answers: longer than PAYMENT_TIMEOUT
     latency: float = 0.0  # processing time of every call: half before the effect, half after it
     seed: int = 7
+    host: str = "127.0.0.1"  # where it listens (workers in a network namespace reach it over their link)
     refunds: Counter[str] = field(default_factory=Counter)  # conversation -> refunds made
     emails: Counter[str] = field(default_factory=Counter)  # conversation -> emails sent
     requests: Counter[str] = field(default_factory=Counter)  # what the APIs answered, by kind
@@ -74,7 +75,7 @@ class Services:
     @property
     def url(self) -> str:
         assert self._server is not None
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+        return f"http://{self.host}:{self._server.server_address[1]}"
 
     def start(self) -> Services:
         services = self
@@ -103,7 +104,7 @@ class Services:
                 except OSError:  # the caller gave up (timeout): the work is done all the same
                     pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = ThreadingHTTPServer((self.host, 0), Handler)
         self._server.daemon_threads = True
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
@@ -369,7 +370,7 @@ async def serve_worker(args: argparse.Namespace) -> None:
         finally:
             writer.close()
 
-    server = await asyncio.start_server(on_client, "127.0.0.1", args.port, backlog=1024)
+    server = await asyncio.start_server(on_client, args.host, args.port, backlog=1024)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGTERM, stop.set)
@@ -408,8 +409,13 @@ class Workers:
         lease: float = 3.0,
         pgbouncer: bool = False,
         pool_check: str = "core",
+        host: str = "127.0.0.1",
+        prefix: Sequence[str] = (),
     ) -> None:
+        """``host``: the address the workers listen on; ``prefix``: a command prefix to start them with (``ip
+        netns exec NAME`` runs them in a network namespace)."""
         self.pool_check = pool_check
+        self.host, self.prefix = host, list(prefix)
         # Workers' stderr (pool warnings while Postgres is down, tracebacks) goes to files, not the test output;
         # kept only when $RELIABILITY_LOG_DIR names where.
         self._keep_logs = bool(os.environ.get("RELIABILITY_LOG_DIR"))
@@ -424,7 +430,8 @@ class Workers:
     def start(self, i: int, wait: bool = True) -> None:
         dsn = f"{self.dsn} application_name=pgas-worker-{i}"
         cmd = [
-            sys.executable, str(HERE / "world.py"), "worker", "--name", f"w{i}", "--port", str(self.ports[i]),
+            *self.prefix, sys.executable, str(HERE / "world.py"), "worker", "--name", f"w{i}", "--host", self.host,
+            "--port", str(self.ports[i]),
             "--dsn", dsn, "--schema", self.schema, "--services", self.services_url,
             "--pool", str(self.pool), "--lease", str(self.lease), "--pool-check", self.pool_check,
         ]  # fmt: skip
@@ -549,6 +556,7 @@ async def drive(
     stagger: float = 0.0,
     think: float = 0.0,
     seed: int = 1,
+    host: str = "127.0.0.1",
 ) -> RunResult:
     """Every customer plays the dialogue; a message is re-sent (to the next worker) until it is answered."""
     import httpx
@@ -580,7 +588,7 @@ async def drive(
                     port = ports[rr % len(ports)]
                     rr += 1
                     try:
-                        resp = await client.post(f"http://127.0.0.1:{port}/message", json=msg, timeout=client_timeout)
+                        resp = await client.post(f"http://{host}:{port}/message", json=msg, timeout=client_timeout)
                         if resp.status_code == 200:
                             answer = resp.json()
                             retries.update(answer["retries"])
@@ -690,6 +698,7 @@ def main(argv: list[str]) -> None:
     sub = parser.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("worker")
     w.add_argument("--name", default="w")
+    w.add_argument("--host", default="127.0.0.1")
     w.add_argument("--port", type=int, required=True)
     w.add_argument("--dsn", required=True)
     w.add_argument("--schema", required=True)
