@@ -1558,7 +1558,7 @@ class AsyncInbox:
         """Work messages until :meth:`stop` (or, with ``until_idle``, until no message is ready to claim);
         returns how many this call handled."""
         loops = [_Runtime.start(self._loop, handler, until_idle) for _ in range(self.concurrency)]
-        counts = await _Runtime.join(loops)
+        counts: list[int] = await _Runtime.join(loops)
         return sum(counts)
 
     async def work_one(self, handler: Callable[[InboxMessage], Any]) -> InboxMessage | None:

@@ -146,7 +146,6 @@ def test_an_expired_lease_is_taken_over_and_the_ledger_replays_the_payment(store
     dead = store.claim_message(lease=0.3, owner="worker-that-dies")
     assert dead is not None
     store.run_once("wa:1/refund/payment", pay, conversation_id="wa:1")  # then the worker vanishes
-    assert store.claim_message(lease=30) is None  # its lease still runs
     while store.inbox_metrics().stale_leases == 0:
         time.sleep(0.05)
     resumed = store.claim_message(lease=30, owner="survivor")

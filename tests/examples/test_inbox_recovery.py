@@ -43,8 +43,10 @@ def test_worker_killed_mid_refund_without_redelivery_pays_once(
         cid = channel_conversation_id(customer)
         messages = store.list_messages(cid)
         assert [m.status for m in messages] == ["done"] * len(SEED)
-        assert [m.attempts for m in messages] == [2 if i == REFUND else 1 for i in range(len(SEED))]
+        # The refund's turn was taken over (a worker that stalls past its 3 s lease on a loaded machine is
+        # taken over too: the count of recoveries may be higher, the side effects may not).
+        assert messages[REFUND].attempts >= 2
         metrics = store.inbox_metrics()
-        assert (metrics.recoveries, metrics.depth, metrics.failed) == (1, 0, 0)
+        assert metrics.recoveries >= 1 and (metrics.depth, metrics.failed) == (0, 0)
         assert [s.status for s in store.get_workflow(cid)] == ["completed"] * 4
         assert len(store.list_events(cid)) == 2 * len(SEED)  # each message recorded once

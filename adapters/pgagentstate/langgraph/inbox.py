@@ -23,6 +23,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from pgagentstate import InboxMessage
 
+Graph = Pregel[Any, Any, Any, Any]  # a compiled graph (``builder.compile(checkpointer=...)``)
 #: The checkpoint metadata key naming the inbox delivery a run belongs to.
 DELIVERY_KEY = "inbox_delivery"
 
@@ -47,7 +48,7 @@ def _resume_point(snapshot: Any, message: InboxMessage) -> str:
 
 
 async def arun_message(
-    graph: Pregel[Any, Any], message: InboxMessage, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    graph: Graph, message: InboxMessage, input: Any, config: RunnableConfig | None = None, **kwargs: Any
 ) -> Any:
     """``graph.ainvoke`` for the claimed ``message`` (see the module's docstring); ``kwargs`` go to
     ``ainvoke`` (e.g. ``durability="sync"``, so that each step's checkpoint is written before the next)."""
@@ -62,7 +63,7 @@ async def arun_message(
 
 
 def run_message(
-    graph: Pregel[Any, Any], message: InboxMessage, input: Any, config: RunnableConfig | None = None, **kwargs: Any
+    graph: Graph, message: InboxMessage, input: Any, config: RunnableConfig | None = None, **kwargs: Any
 ) -> Any:
     """The synchronous :func:`arun_message` (``graph.invoke``)."""
     cfg = message_config(message, config)

@@ -43,7 +43,7 @@ WITH pick AS (
     FROM {schema}.inbox_queues q
     WHERE q.tenant_id = %(tenant)s AND q.last_seq > q.done_seq
       AND (q.lease_expires_at IS NULL OR q.lease_expires_at < clock_timestamp())
-    ORDER BY q.ready_at NULLS FIRST
+    ORDER BY q.ready_at
     LIMIT 1
     FOR UPDATE SKIP LOCKED
 ), queue AS (
