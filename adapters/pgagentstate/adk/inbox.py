@@ -53,7 +53,8 @@ async def run_message(
         if starts:
             invocation = session.events[starts[-1]].invocation_id
             after = [e for e in session.events[starts[-1] + 1 :] if e.invocation_id == invocation]
-            if any(e.author != "user" and e.is_final_response() for e in after):
+            # Finished: a final response that is an answer, not the error event a failed run leaves behind.
+            if any(e.author != "user" and e.is_final_response() and not e.error_code and e.content for e in after):
                 return after
             await runner.rewind_async(user_id=user_id, session_id=sid, rewind_before_invocation_id=invocation)
     config = run_config.model_copy(deep=True) if run_config is not None else RunConfig()
