@@ -182,6 +182,23 @@ def test_a_failing_handler_is_retried_then_given_up_and_the_conversation_moves_o
     assert (metrics.failed, metrics.depth, metrics.recoveries) == (1, 0, 0)
 
 
+def test_a_turn_that_keeps_killing_its_worker_is_given_up(store: StateStore) -> None:
+    store.accept("wa:1", msg("poison"), key="m1")
+    store.accept("wa:1", msg("fine"), key="m2")
+    for _ in range(2):  # two workers claim the turn and die in it
+        assert store.claim_message(lease=0.05) is not None
+        while store.inbox_metrics().stale_leases == 0:
+            time.sleep(0.02)
+    calls: list[str] = []
+    inbox = store.inbox(max_attempts=2)
+    given_up = inbox.work_one(lambda m: calls.append(m.message["text"]))
+    assert given_up is not None and given_up.attempts == 3 and calls == []  # not run a third time
+    failed = store.list_messages("wa:1")[0]
+    assert failed.status == "failed" and failed.error == "given up: claimed 3 times, never finished"
+    assert inbox.work(lambda m: calls.append(m.message["text"]), until_idle=True) == 1 and calls == ["fine"]
+    assert store.inbox_metrics().recoveries == 2
+
+
 def test_metrics_and_health(store: StateStore) -> None:
     empty = store.inbox_metrics()
     assert (empty.depth, empty.oldest_seconds, empty.conversations) == (0, None, 0)
