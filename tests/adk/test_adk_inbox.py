@@ -75,3 +75,38 @@ async def test_a_resumed_turn_is_rewound_and_replayed(dsn: str, schema: str, ast
     assert (done.attempts, done.result) == (2, ["Reembolso feito."])
     assert charges == ["wa:1/pay"]  # paid once
     assert llm.seen[-1] == ["quero reembolso"]  # the rewound attempt's message is not in the context twice
+
+
+async def test_a_turn_that_finished_before_its_worker_died_is_not_run_again(
+    dsn: str, schema: str, astore: AsyncStateStore
+) -> None:
+    llm = PayingLlm(failures=[])
+
+    async def pay() -> dict[str, Any]:
+        """Pay the refund."""
+        return {"transaction_id": "txn_1"}
+
+    runner = Runner(app_name="refunds", agent=LlmAgent(name="support", model=llm, tools=[pay]),
+                    session_service=PostgresSessionService(dsn, schema=schema))
+    died: list[bool] = []
+
+    async def handler(m: InboxMessage) -> list[str]:
+        content = types.Content(role="user", parts=[types.Part(text=m.message["text"])])
+        events = await run_message(runner, m, content, user_id="cliente")
+        if not died:
+            died.append(True)
+            raise RuntimeError("the worker died before recording the outcome")
+        return [p.text for e in events if e.is_final_response() and e.content for p in e.content.parts or []
+                if p.text]
+
+    await astore.accept("wa:2", {"text": "quero reembolso"}, key="m1")
+    inbox = astore.inbox(retry_delay=0.01, poll=0.05)
+    try:
+        while [m.status for m in await astore.list_messages("wa:2")] != ["done"]:
+            await inbox.work(handler, until_idle=True)
+            await asyncio.sleep(0.02)
+    finally:
+        await runner.close()
+    [done] = await astore.list_messages("wa:2")
+    assert (done.attempts, done.result) == (2, ["Reembolso feito."])
+    assert len(llm.seen) == 2  # the model was called for the one run only (a tool call, then the answer)
