@@ -1,14 +1,17 @@
 """The crash demo: the seed's WhatsApp refund conversation, end to end, once per framework.
 
-    .venv/bin/python examples/demo.py [--framework F] [--no-crash] [--keep] [--dsn DSN] [--schema S]
+    .venv/bin/python examples/demo.py [--framework F] [--no-crash] [--no-redelivery] [--keep] [--dsn DSN] [--schema S]
 
 For each framework: start the payment, email and WhatsApp Cloud API stand-ins and two webhook workers
 behind a round-robin load balancer; play the conversation (turns land on alternating workers); the
 payment API times out once (step 3 is retried, steps 1-2 are not redone); a worker is killed -9 in the
 middle of the refund, after the payment API took the money and before the result was recorded, and the
 other worker carries on when WhatsApp delivers the message again; then, five minutes later on a simulated
-clock, the customer asks about the receipt. Finally the chat and an audit read back from Postgres and from
-the services' own records: one refund, one email, every step completed, the email never asked twice.
+clock, the customer asks about the receipt. With ``--no-redelivery`` WhatsApp delivers each message once:
+the webhook only stores it in the durable inbox and answers 200, and when the worker running the refund is
+killed, the other worker takes the turn over once its lease runs out. Finally the chat and an audit read
+back from Postgres and from the services' own records: one refund, one email, every step completed, the
+email never asked twice.
 """
 
 from __future__ import annotations
@@ -78,7 +81,14 @@ def play(cluster: Cluster, customer: str, start: datetime, chaos: RedisChaos | N
 
 
 def run_framework(
-    framework: str, *, dsn: str, schema: str, workdir: Path, crash: bool, chaos: RedisChaos | None = None
+    framework: str,
+    *,
+    dsn: str,
+    schema: str,
+    workdir: Path,
+    crash: bool,
+    chaos: RedisChaos | None = None,
+    no_redelivery: bool = False,
 ) -> Audit:
     label = LABELS[framework]
     _say(f"\n=== {label} " + "=" * max(3, 70 - len(label)))
@@ -94,12 +104,21 @@ def run_framework(
         crash_at="after_payment" if crash else None,
         payment_faults=["timeout"],
         on_event=lambda line: _say(f"    !! {line}"),
+        no_redelivery=no_redelivery,
     ) as cluster:
         _say("    starting payment, email and WhatsApp APIs, 2 webhook workers and a round-robin proxy ...")
         cluster.wait_ready()
         _say(f"    ready in {time.monotonic() - began:.1f} s; WhatsApp customer +{customer}")
+        if no_redelivery:
+            _say("    WhatsApp delivers each message once: the webhook stores it in the durable inbox and answers 200")
         play(cluster, customer, datetime.now(UTC).replace(second=0, microsecond=0), chaos)
         with StateStore(dsn, schema=schema, tenant=tenant, max_size=2) as store:
+            if no_redelivery:
+                inbox = store.inbox_metrics()
+                _say(
+                    f"    inbox: {inbox.recoveries} turn(s) recovered by another worker, {inbox.depth} left, "
+                    f"{inbox.failed} failed"
+                )
             audit = collect(
                 store,
                 framework,
@@ -148,7 +167,15 @@ def run_demo(args: argparse.Namespace) -> int:
         with StateStore(dsn, schema=schema, max_size=1) as store:
             store.setup()
         audits = [
-            run_framework(fw, dsn=dsn, schema=schema, workdir=workdir, crash=not args.no_crash, chaos=chaos)
+            run_framework(
+                fw,
+                dsn=dsn,
+                schema=schema,
+                workdir=workdir,
+                crash=not args.no_crash,
+                chaos=chaos,
+                no_redelivery=args.no_redelivery,
+            )
             for fw in frameworks
         ]
     finally:
@@ -198,6 +225,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one framework's agent only (core: the agent without a framework)",
     )
     parser.add_argument("--no-crash", action="store_true", help="do not kill a worker in the middle of the refund")
+    parser.add_argument(
+        "--no-redelivery",
+        action="store_true",
+        help="WhatsApp delivers each message once: the webhook stores it in the durable inbox, answers 200, and "
+        "the inbox's workers run the turns (a worker killed mid-refund is taken over when its lease runs out)",
+    )
     parser.add_argument(
         "--redis",
         action="store_true",

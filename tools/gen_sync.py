@@ -23,6 +23,7 @@ WORDS = [
     ("AsyncCursor", "Cursor"),
     ("AsyncStateStore", "StateStore"),
     ("AsyncTurn", "Turn"),
+    ("AsyncInbox", "Inbox"),
     ("_AsyncSource", "_SyncSource"),
     ("AsyncIterator", "Iterator"),
     ("AsyncExitStack", "ExitStack"),

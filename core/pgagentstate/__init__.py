@@ -6,7 +6,7 @@ from pkgutil import extend_path
 
 __path__ = extend_path(__path__, __name__)
 
-from .aio import AsyncStateStore, AsyncTurn
+from .aio import AsyncInbox, AsyncStateStore, AsyncTurn
 from .codec import Limits
 from .crypto import Encryption, EnvKeyProvider, FileKeyProvider, KeyProvider, StaticKeyProvider
 from .embedding import HashEmbeddings, MemoryIndex
@@ -20,6 +20,7 @@ from .errors import (
     InvalidId,
     InvalidInput,
     InvalidPayload,
+    LeaseLost,
     NotFound,
     PayloadTooLarge,
     PgAgentStateError,
@@ -28,8 +29,11 @@ from .errors import (
     VersionConflict,
 )
 from .models import (
+    Accepted,
     Conversation,
     Event,
+    InboxMessage,
+    InboxMetrics,
     LedgerEntry,
     LoadedConversation,
     Memory,
@@ -39,10 +43,12 @@ from .models import (
     Step,
 )
 from .redis_tier import RedisTier
-from .sync import StateStore, Turn
+from .sync import Inbox, StateStore, Turn
 
 __all__ = [
+    "Accepted",
     "AlreadyExists",
+    "AsyncInbox",
     "AsyncStateStore",
     "AsyncTurn",
     "ConflictError",
@@ -55,11 +61,15 @@ __all__ = [
     "HashEmbeddings",
     "IdempotencyConflict",
     "IdempotencyInProgress",
+    "Inbox",
+    "InboxMessage",
+    "InboxMetrics",
     "IntegrityError",
     "InvalidId",
     "InvalidInput",
     "InvalidPayload",
     "KeyProvider",
+    "LeaseLost",
     "LedgerEntry",
     "Limits",
     "LoadedConversation",

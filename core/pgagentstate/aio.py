@@ -14,6 +14,7 @@ import copy
 import dataclasses
 import inspect
 import json
+import logging
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -41,11 +42,14 @@ from .connect import (
 from .crypto import Cipher, Encryption
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import ConnectionLost, InvalidInput, PoolDeadlock, translate
+from .errors import ConnectionLost, InvalidInput, LeaseLost, PgAgentStateError, PoolDeadlock, translate
 from .loops import LoopCloser
 from .models import (
+    Accepted,
     Conversation,
     Event,
+    InboxMessage,
+    InboxMetrics,
     LedgerEntry,
     LoadedConversation,
     Memory,
@@ -58,6 +62,7 @@ from .ops import context_cache, snapshot_reads, snapshot_threads
 from .ops import conversations as conv_ops
 from .ops import distill as distill_ops
 from .ops import events as event_ops
+from .ops import inbox as inbox_ops
 from .ops import ledger as ledger_ops
 from .ops import memory as memory_ops
 from .ops import memory_index as index_ops
@@ -75,6 +80,7 @@ from .sanitize import Sanitizer
 from .sealing import lock_key
 from .telemetry import Telemetry
 from .validation import StateSchema
+from .workers import TaskRuntime as _Runtime  # sync: from .workers import ThreadRuntime as _Runtime
 
 T = TypeVar("T")
 
@@ -86,6 +92,7 @@ _COMMIT = b"COMMIT"
 _cursors: weakref.WeakKeyDictionary[AsyncConnection[Any], psycopg.AsyncCursor[Any]] = weakref.WeakKeyDictionary()
 
 _NEEDS_PLAIN_FUNCTION = "StateStore runs plain functions; coroutine functions need the asyncio store"
+_inbox_log = logging.getLogger("pgagentstate.inbox")
 
 ConnectionLike = str | AsyncConnection[Any] | AsyncConnectionPool[Any] | None
 
@@ -1015,6 +1022,90 @@ class AsyncStateStore:
     async def list_ledger(self, *, conversation_id: str | None = None) -> list[LedgerEntry]:
         return await self.run(ledger_ops.list_(self._ctx, conversation_id))
 
+    # --- durable inbox -------------------------------------------------------------------------------
+
+    async def accept(
+        self,
+        conversation_id: str,
+        message: Any,
+        *,
+        key: str,
+        app: str = "",
+        framework: str = "",
+        user_id: str = "",
+        channel: str = "",
+    ) -> Accepted:
+        """Store an inbound message durably before any agent runs: once this returns, the webhook can answer
+        200 and the message will be worked (:meth:`inbox`) even if this process dies. It is the next message
+        of the conversation (created with these fields if missing) in arrival order. ``key`` is the
+        channel's id of the delivery (a WhatsApp ``wamid``): the same delivery accepted again is the same
+        message (``duplicate=True``, nothing written); another message under a used key is
+        :class:`~pgagentstate.errors.IdempotencyConflict`."""
+        return await self.run(
+            inbox_ops.accept(
+                self._ctx,
+                conversation_id,
+                message,
+                key=key,
+                app=app,
+                framework=framework,
+                user_id=user_id,
+                channel=channel,
+            )
+        )
+
+    async def claim_message(self, *, lease: float = 30.0, owner: str | None = None) -> InboxMessage | None:
+        """Claim the next message of the conversation that waited longest, among those no other worker's
+        live lease holds, for ``lease`` seconds; None when no message is ready. Finish it with
+        :meth:`finish_message` or :meth:`fail_message` (:meth:`inbox` does all of this)."""
+        return await self.run(inbox_ops.claim(self._ctx, lease=lease, owner=owner))
+
+    async def renew_message(self, message: InboxMessage, *, lease: float = 30.0) -> bool:
+        """Extend a claimed turn's lease to ``lease`` seconds from now; False when it was taken over."""
+        return await self.run(inbox_ops.renew(self._ctx, message, lease=lease))
+
+    async def finish_message(self, message: InboxMessage, result: Any = None) -> None:
+        """Record a claimed turn's ``result`` (JSON) and move its conversation on to the next message;
+        :class:`~pgagentstate.errors.LeaseLost` when another worker took the turn over."""
+        await self.run(inbox_ops.finish(self._ctx, message, result))
+
+    async def fail_message(
+        self, message: InboxMessage, error: BaseException | str, *, retry_in: float | None = None
+    ) -> None:
+        """Record a claimed turn's failure. ``retry_in`` (seconds): the same message is claimable again
+        then (the conversation waits for it); None: give up on it, and the conversation moves on."""
+        if retry_in is None:
+            text = error if isinstance(error, str) else ledger_ops.error_text(error)
+            await self.run(inbox_ops.finish(self._ctx, message, None, error=text))
+        else:
+            await self.run(inbox_ops.release(self._ctx, message, error, delay=retry_in))
+
+    async def list_messages(self, conversation_id: str) -> list[InboxMessage]:
+        """The inbox messages of a conversation, in arrival order."""
+        return await self.run(inbox_ops.list_(self._ctx, conversation_id))
+
+    async def get_message(self, conversation_id: str, key: str) -> InboxMessage | None:
+        """The inbox message accepted under delivery ``key``, with its status and result."""
+        return await self.run(inbox_ops.get(self._ctx, conversation_id, key))
+
+    async def inbox_metrics(self) -> InboxMetrics:
+        """The tenant's inbox: queue depth, the oldest unanswered message's age, stale leases, recoveries."""
+        return await self.run(inbox_ops.metrics(self._ctx))
+
+    def inbox(
+        self,
+        *,
+        lease: float = 30.0,
+        concurrency: int = 1,
+        poll: float = 0.5,
+        max_attempts: int = 3,
+        retry_delay: float = 1.0,
+    ) -> AsyncInbox:
+        """Workers for this store's durable inbox: ``await store.inbox(concurrency=4).work(handler)``."""
+        return AsyncInbox(
+            self, lease=lease, concurrency=concurrency, poll=poll, max_attempts=max_attempts, retry_delay=retry_delay
+        )
+
     # --- long-term memory ----------------------------------------------------------------------------
 
     async def put_memory(
@@ -1421,3 +1512,127 @@ class AsyncTurn:
     ) -> None:
         if exc_type is None:
             await self.commit()
+
+
+class AsyncInbox:
+    """Workers for a store's durable inbox (:meth:`AsyncStateStore.accept` puts messages in).
+
+    ``await inbox.work(handler)`` runs ``concurrency`` loops; each claims one conversation's next message
+    at a time, calls ``handler(message)`` (an :class:`~pgagentstate.models.InboxMessage`; a coroutine
+    function or a plain one) and records what it returns (JSON) as the message's result. While the handler
+    runs, the lease is renewed every third of ``lease``; a worker that dies stops renewing, and when the
+    lease runs out another worker claims the same message with ``message.resumed`` True: the handler must
+    resume from the turn's last durable step (run side effects through ``run_once`` / ``run_step``, which
+    replay what was done). A handler that raises is retried after ``retry_delay`` x attempts seconds, up to
+    ``max_attempts`` claims; then the message is ``failed`` and its conversation moves on. A turn that
+    kills its worker every time is given up on the same way. ``stop()`` ends the loops gracefully: no new
+    claim, turns under way finish and are recorded, then ``work`` returns how many messages it handled.
+    """
+
+    def __init__(
+        self,
+        store: AsyncStateStore,
+        *,
+        lease: float = 30.0,
+        concurrency: int = 1,
+        poll: float = 0.5,
+        max_attempts: int = 3,
+        retry_delay: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.lease = arguments.duration(lease, "lease")
+        self.concurrency = arguments.integer(concurrency, "concurrency", low=1, high=1000)
+        self.poll = arguments.duration(poll, "poll")
+        self.max_attempts = arguments.integer(max_attempts, "max_attempts", low=1, high=arguments.INT)
+        self.retry_delay = arguments.duration(retry_delay, "retry_delay")
+        self._stop = _Runtime.event()
+
+    def stop(self) -> None:
+        """Claim nothing more; :meth:`work` returns once the turns under way are recorded. (Asyncio: call
+        it in the loop's thread — from a signal handler, ``loop.add_signal_handler(SIGTERM, inbox.stop)``.)"""
+        self._stop.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    async def work(self, handler: Callable[[InboxMessage], Any], *, until_idle: bool = False) -> int:
+        """Work messages until :meth:`stop` (or, with ``until_idle``, until no message is ready to claim);
+        returns how many this call handled."""
+        loops = [_Runtime.start(self._loop, handler, until_idle) for _ in range(self.concurrency)]
+        counts: list[int] = await _Runtime.join(loops)
+        return sum(counts)
+
+    async def work_one(self, handler: Callable[[InboxMessage], Any]) -> InboxMessage | None:
+        """Claim one message, run ``handler`` on it and record the outcome; None when none was ready."""
+        msg = await self.store.claim_message(lease=self.lease)
+        if msg is None:
+            return None
+        if msg.attempts > self.max_attempts:
+            await self._record(msg, None, f"given up: claimed {msg.attempts} times, never finished")
+            return msg
+        done = _Runtime.event()
+        keeper = _Runtime.start(self._keep, msg, done)
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            result = handler(msg)
+            if inspect.isawaitable(result):
+                result = await result  # sync: raise TypeError(_NEEDS_PLAIN_FUNCTION)
+        except Exception as exc:
+            _inbox_log.warning("inbox: message %s of %r failed: %r", msg.seq, msg.conversation_id, exc)
+            error = exc
+        finally:
+            done.set()
+            await _Runtime.join([keeper])
+        await self._record(msg, result, error)
+        return msg
+
+    async def _record(self, msg: InboxMessage, result: Any, error: BaseException | str | None) -> None:
+        try:
+            if error is None:
+                try:
+                    await self.store.finish_message(msg, result)
+                except InvalidInput as exc:  # the result is not JSON: the turn cannot be recorded as done
+                    await self.store.fail_message(msg, f"result not recordable: {exc}")
+            elif isinstance(error, BaseException) and msg.attempts < self.max_attempts:
+                await self.store.fail_message(msg, error, retry_in=self.retry_delay * msg.attempts)
+            else:
+                await self.store.fail_message(msg, error)
+        except LeaseLost:
+            _inbox_log.warning(
+                "inbox: message %s of %r was taken over by another worker (its lease of %ss ran out)",
+                msg.seq,
+                msg.conversation_id,
+                self.lease,
+            )
+
+    async def _keep(self, msg: InboxMessage, done: Any) -> None:
+        """Renew the turn's lease every third of it until ``done``: two renewals can fail (Postgres
+        restarting) before the lease runs out."""
+        while not await _Runtime.wait(done, self.lease / 3):
+            try:
+                if not await self.store.renew_message(msg, lease=self.lease):
+                    return  # taken over: recording the outcome will say so
+            except PgAgentStateError as exc:
+                _inbox_log.warning("inbox: could not renew the lease of %r: %s", msg.conversation_id, exc)
+
+    async def _loop(self, handler: Callable[[InboxMessage], Any], until_idle: bool) -> int:
+        handled = 0
+        while not self._stop.is_set():
+            try:
+                msg = await self.work_one(handler)
+            except PgAgentStateError as exc:
+                if until_idle:
+                    raise
+                # Postgres unreachable or restarting: the leases keep every turn safe; try again later.
+                _inbox_log.warning("inbox: claim failed, trying again in %ss: %s", self.poll, exc)
+                await _Runtime.wait(self._stop, self.poll)
+                continue
+            if msg is not None:
+                handled += 1
+            elif until_idle:
+                break
+            else:
+                await _Runtime.wait(self._stop, self.poll)
+        return handled

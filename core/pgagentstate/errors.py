@@ -9,7 +9,8 @@
     ├── AlreadyExists                     create of an id that is taken
     ├── ConflictError                     a concurrent writer got there first
     │   ├── VersionConflict               compare-and-swap lost: ``expected`` vs ``actual``
-    │   └── IdempotencyConflict           same idempotency key, different request
+    │   ├── IdempotencyConflict           same idempotency key, different request
+    │   └── LeaseLost                     an inbox turn was taken over after its lease ran out
     ├── IdempotencyInProgress             another worker holds the key's lease (wait timed out)
     ├── ValidationError                   a document does not fit its declared model
     ├── IntegrityError                    a stored ciphertext failed authentication, or plaintext where
@@ -98,6 +99,20 @@ class IdempotencyConflict(ConflictError):
         super().__init__(
             f"idempotency key {key!r} was first used for a different request "
             f"(stored {stored_hash[:12]}, now {request_hash[:12]})"
+        )
+
+
+class LeaseLost(ConflictError):
+    """The worker's lease on an inbox turn ran out and another worker took the turn over: this worker's
+    outcome is not recorded (the other one's will be). Not retryable: the turn is no longer this worker's."""
+
+    retryable = False
+
+    def __init__(self, conversation_id: str, seq: int) -> None:
+        self.conversation_id = conversation_id
+        self.seq = seq
+        super().__init__(
+            f"the turn of message {seq} of conversation {conversation_id!r} was taken over by another worker"
         )
 
 

@@ -140,6 +140,69 @@ class LedgerEntry:
     completed_at: datetime | None
 
 
+InboxStatus = Literal["waiting", "running", "done", "failed"]
+
+
+@dataclass(frozen=True, slots=True)
+class InboxMessage:
+    """A message of the durable inbox (:meth:`AsyncStateStore.accept`), numbered ``seq`` in its
+    conversation's arrival order. ``delivery_id`` is the channel's id of the delivery (its idempotency
+    key). ``attempts`` counts the claims of its turn: more than 1 means an earlier attempt started it
+    (``resumed``), and the handler must carry on from the last durable step rather than start over.
+    ``worker`` is the claim's owner; ``result`` what the handler returned, ``error`` why it failed."""
+
+    conversation_id: str
+    seq: int
+    delivery_id: str
+    message: Any
+    status: InboxStatus
+    attempts: int
+    worker: str | None
+    result: Any
+    error: str | None
+    accepted_at: datetime
+    started_at: datetime | None
+    finished_at: datetime | None
+
+    @property
+    def resumed(self) -> bool:
+        """An earlier claim of this turn did not finish it (its worker died, or the handler failed)."""
+        return self.attempts > 1
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """What :meth:`AsyncStateStore.accept` stored: the message's place in its conversation, and whether
+    this delivery was a repeat of one accepted before (then nothing was written)."""
+
+    conversation_id: str
+    seq: int
+    delivery_id: str
+    status: InboxStatus
+    duplicate: bool
+
+
+@dataclass(frozen=True, slots=True)
+class InboxMetrics:
+    """The durable inbox of one tenant: ``waiting`` + ``running`` is the queue depth (messages accepted and
+    not answered yet); ``oldest_seconds`` the age of the oldest of them (None when there is none);
+    ``conversations`` how many conversations have work queued; ``stale_leases`` turns whose worker let the
+    lease run out and no worker has taken over yet; ``recoveries`` turns taken over from such a worker so
+    far; ``failed`` messages given up on (the handler kept failing, or the turn kept killing its worker)."""
+
+    waiting: int
+    running: int
+    failed: int
+    oldest_seconds: float | None
+    conversations: int
+    stale_leases: int
+    recoveries: int
+
+    @property
+    def depth(self) -> int:
+        return self.waiting + self.running
+
+
 @dataclass(frozen=True, slots=True)
 class Memory:
     """A long-term memory item. ``score`` is the full-text rank when it came from a search with a query."""

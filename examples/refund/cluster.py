@@ -5,6 +5,11 @@ SQLite files), two worker processes (``python -m refund.webhook``, run from exam
 :meth:`Cluster.deliver` plays WhatsApp: it posts a signed webhook and delivers again while the answer is
 not a 200. A watcher kills -9 the worker that stops at the requested crash point, and restarts it the
 way a process supervisor would.
+
+With ``no_redelivery=True`` the workers run in inbox mode (see :mod:`refund.webhook`) and WhatsApp is
+played as a channel that never delivers a message twice: :meth:`Cluster.deliver` posts it once, then
+waits for its turn's outcome in the durable inbox. A worker killed mid-turn is recovered by the inbox
+itself (another worker takes the turn over when its lease runs out), not by a redelivery.
 """
 
 from __future__ import annotations
@@ -27,6 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pgagentstate import StateStore
+
+from .agents import channel_conversation_id
 from .proxy import RoundRobinProxy
 from .services import Faults, Service
 from .workflow import CRASH_ENV, CRASH_POINTS, ServiceUrls
@@ -76,6 +84,8 @@ class Cluster:
         payment_faults: list[str] | None = None,
         workers: int = 2,
         on_event: Callable[[str], None] = lambda line: None,
+        no_redelivery: bool = False,
+        inbox_lease: float = 3.0,
     ) -> None:
         self.framework = framework
         self.workdir = workdir
@@ -102,6 +112,12 @@ class Cluster:
             "PYTHONPATH": os.pathsep.join(p for p in (str(EXAMPLES), os.environ.get("PYTHONPATH", "")) if p),
         }
         self.env[CRASH_ENV] = str(self.token)
+        self.no_redelivery = no_redelivery
+        self._store: StateStore | None = None
+        if no_redelivery:
+            self.env["PGAGENTSTATE_DEMO_INBOX"] = "1"
+            self.env["PGAGENTSTATE_DEMO_INBOX_LEASE"] = str(inbox_lease)
+            self._store = StateStore(dsn, schema=schema, tenant=tenant, min_size=1, max_size=1)
         self.workers = [Worker(f"w{i + 1}", free_port(), workdir / f"w{i + 1}.log") for i in range(workers)]
         self.proxy = RoundRobinProxy([f"127.0.0.1:{w.port}" for w in self.workers])
         self._stop = threading.Event()
@@ -126,6 +142,8 @@ class Cluster:
         self.proxy.stop()
         for svc in (self.payment, self.email, self.whatsapp):
             svc.stop()
+        if self._store is not None:
+            self._store.close()
 
     def arm(self, point: str) -> None:
         """The next worker to reach ``point`` (one of ``CRASH_POINTS``) stops there and is killed -9."""
@@ -259,7 +277,8 @@ class Cluster:
         give_up_after: float = 45.0,
     ) -> Delivery:
         """POST the message webhook through the load balancer; deliver again until a 200, like WhatsApp
-        (which keeps retrying for much longer than ``give_up_after`` seconds)."""
+        (which keeps retrying for much longer than ``give_up_after`` seconds). With ``no_redelivery``:
+        post it once, then wait for the turn's outcome in the inbox."""
         wamid = wamid or f"wamid.{uuid.uuid4().hex.upper()}"
         timestamp = int(time.time()) if timestamp is None else timestamp
         body = self.webhook_body(customer, text, timestamp, wamid)
@@ -276,8 +295,12 @@ class Cluster:
             try:
                 with urllib.request.urlopen(request, timeout=90) as response:
                     data: dict[str, Any] = json.loads(response.read())
+                    if self.no_redelivery:
+                        return self.await_turn(customer, wamid, give_up_after)
                     return Delivery(200, list(data["replies"]), str(data["worker"]), failures)
             except urllib.error.HTTPError as exc:
+                if self.no_redelivery:
+                    raise RuntimeError(f"the webhook did not accept the message (HTTP {exc.code})") from exc
                 detail = exc.read().decode(errors="replace")[:120]
                 upstream = exc.headers.get("X-Upstream", "?")
                 name = next((w.name for w in self.workers if upstream.endswith(f":{w.port}")), upstream)
@@ -289,3 +312,19 @@ class Cluster:
             if time.monotonic() > deadline:
                 raise RuntimeError(f"message not delivered in {give_up_after} s: {failures}")
             time.sleep(0.3)
+
+    def await_turn(self, customer: str, wamid: str, timeout: float) -> Delivery:
+        """Wait until the inbox recorded the turn of message ``wamid`` (whichever worker ran it)."""
+        assert self._store is not None
+        cid = channel_conversation_id(customer)
+        deadline = time.monotonic() + timeout
+        while True:
+            msg = self._store.get_message(cid, wamid)
+            if msg is not None and msg.status == "done":
+                return Delivery(200, list(msg.result["replies"]), str(msg.result["worker"]))
+            if msg is not None and msg.status == "failed":
+                raise RuntimeError(f"the turn of {wamid} failed: {msg.error}")
+            if time.monotonic() > deadline:
+                status = "not accepted" if msg is None else f"{msg.status}, {msg.attempts} attempts"
+                raise RuntimeError(f"message {wamid} not answered in {timeout} s ({status})")
+            time.sleep(0.05)

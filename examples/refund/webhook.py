@@ -11,6 +11,12 @@ recorded under its ``wamid`` (a second delivery is not a second message) and mar
 agent runs: a delivery of a message whose first attempt died mid-turn resumes that turn (``retry=True``).
 Turns of one conversation are serialised across workers with the core's ``conversation_lock``.
 
+With ``PGAGENTSTATE_DEMO_INBOX=1`` the worker needs no redelivery at all: ``POST /webhook`` only stores
+each message in the core's durable inbox (``store.accept``, keyed by its ``wamid``) and answers 200 at
+once; every worker runs inbox workers (``store.inbox().work``) that take each conversation's messages in
+order, one turn at a time, and send the replies. A worker killed mid-turn stops renewing its lease, and
+another worker resumes the turn when the lease (``PGAGENTSTATE_DEMO_INBOX_LEASE`` seconds) runs out.
+
 Run a worker from examples/: ``python -m refund.webhook --framework langgraph --port 8201`` (DSN, schema,
 tenant and service URLs from the environment; see :func:`main`).
 """
@@ -19,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import hmac
 import json
@@ -29,7 +36,16 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
 
-from pgagentstate import AsyncStateStore, ConnectionLost, NewEvent, RedisTier, StateRef
+from pgagentstate import (
+    Accepted,
+    AsyncInbox,
+    AsyncStateStore,
+    ConnectionLost,
+    InboxMessage,
+    NewEvent,
+    RedisTier,
+    StateRef,
+)
 
 from .agents import RefundAgent, channel_conversation_id, load_agent
 from .workflow import ServiceUrls, post_json
@@ -60,6 +76,7 @@ class WebhookService:
         verify_token: str = "pgagentstate-demo",
         app_secret: str | None = None,
         max_concurrent_turns: int = 3,
+        inbox_lease: float | None = None,
     ) -> None:
         self.store = store
         self.make_agent = make_agent
@@ -72,6 +89,11 @@ class WebhookService:
         # the same pool: without a bound, a burst of turns takes every connection for locks and each then
         # waits for the pool's timeout (seen in the webhook load test: 6 turns on a pool of 6).
         self._turns = asyncio.Semaphore(max(1, max_concurrent_turns))
+        # Inbox mode: the webhook only accepts; these workers run the turns (as many at once as above).
+        self.inbox: AsyncInbox | None = None
+        if inbox_lease is not None:
+            self.inbox = store.inbox(lease=inbox_lease, concurrency=max(1, max_concurrent_turns), poll=0.1)
+        self._working: asyncio.Future[int] | None = None
 
     @property
     def agent(self) -> RefundAgent:
@@ -91,7 +113,27 @@ class WebhookService:
             except ConnectionLost:
                 return await self._handle_message(phone_number_id, message)
 
-    async def _handle_message(self, phone_number_id: str, message: dict[str, Any]) -> list[str]:
+    async def accept(self, phone_number_id: str, message: dict[str, Any]) -> Accepted:
+        """Inbox mode: store the message durably (once per ``wamid``); a worker will run its turn."""
+        customer = str(message["from"])
+        return await self.store.accept(
+            channel_conversation_id(customer),
+            {"phone_number_id": phone_number_id, "message": message},
+            key=str(message["id"]),
+            app="refunds",
+            framework=self.agent.framework,
+            channel="whatsapp",
+            user_id=customer,
+        )
+
+    async def run_turn(self, claimed: InboxMessage) -> dict[str, Any]:
+        """Inbox mode: the turn of one accepted message, on whichever worker claimed it. The inbox runs one
+        turn at a time per conversation, so no lock is taken; a turn resumed after its worker died finds
+        its "started" mark and resumes (the agent's tools replay what was paid)."""
+        replies = await self._handle_message(claimed.message["phone_number_id"], claimed.message["message"], lock=False)
+        return {"replies": replies, "worker": self.worker}
+
+    async def _handle_message(self, phone_number_id: str, message: dict[str, Any], *, lock: bool = True) -> list[str]:
         customer, wamid, text = str(message["from"]), str(message["id"]), str(message["text"]["body"])
         sent_at = datetime.fromtimestamp(int(message.get("timestamp") or 0) or datetime.now(UTC).timestamp(), UTC)
         cid = channel_conversation_id(customer)
@@ -99,7 +141,8 @@ class WebhookService:
         await self.store.ensure_conversation(
             cid, framework=self.agent.framework, channel="whatsapp", user_id=customer, app="refunds"
         )
-        async with self.store.conversation_lock(cid, timeout=60):
+        serialised = self.store.conversation_lock(cid, timeout=60) if lock else contextlib.nullcontext()
+        async with serialised:
             loaded = await self.store.load_conversation(cid, limit=0, states=[ref])
             marks = loaded.states[0].data if loaded.states and loaded.states[0] else {}
             mark = marks.get(mark_key)
@@ -196,13 +239,18 @@ class WebhookService:
             await _json(send, 400, {"error": "not a whatsapp_business_account webhook"})
             return
         replies: list[str] = []
+        accepted: list[int] = []
         for value in changes:
             phone_number_id = str(value.get("metadata", {}).get("phone_number_id", "demo"))
             for message in value.get("messages", []):
-                if message.get("type") == "text":
+                if message.get("type") != "text":
+                    continue
+                if self.inbox is not None:
+                    accepted.append((await self.accept(phone_number_id, message)).seq)
+                else:
                     replies += await self.handle_message(phone_number_id, message)
         # WhatsApp only looks at the status; the replies are there for people reading along.
-        await _json(send, 200, {"worker": self.worker, "pid": os.getpid(), "replies": replies})
+        await _json(send, 200, {"worker": self.worker, "pid": os.getpid(), "replies": replies, "accepted": accepted})
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -213,8 +261,13 @@ class WebhookService:
                 except Exception as exc:
                     await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
                     return
+                if self.inbox is not None:
+                    self._working = asyncio.ensure_future(self.inbox.work(self.run_turn))
                 await send({"type": "lifespan.startup.complete"})
             elif event["type"] == "lifespan.shutdown":
+                if self.inbox is not None and self._working is not None:
+                    self.inbox.stop()  # turns under way finish and are recorded first
+                    await self._working
                 if self._agent is not None:
                     await self._agent.aclose()
                 await self.store.close()
@@ -253,7 +306,8 @@ async def _text(send: Send, status: int, text: str) -> None:
 def build_app(framework: str, *, worker: str, env: MutableMapping[str, str] = os.environ) -> WebhookService:
     """The app of one worker, configured from the environment: ``PGAGENTSTATE_DSN``,
     ``PGAGENTSTATE_DEMO_SCHEMA``, ``PGAGENTSTATE_DEMO_TENANT``, the service URLs, ``WHATSAPP_APP_SECRET``, and
-    ``PGAGENTSTATE_DEMO_REDIS`` (a Redis tier's URL, with ``PGAGENTSTATE_REDIS_SECRET``)."""
+    ``PGAGENTSTATE_DEMO_REDIS`` (a Redis tier's URL, with ``PGAGENTSTATE_REDIS_SECRET``), and
+    ``PGAGENTSTATE_DEMO_INBOX=1`` (inbox mode, with ``PGAGENTSTATE_DEMO_INBOX_LEASE`` seconds of lease)."""
     redis_url = env.get("PGAGENTSTATE_DEMO_REDIS")  # examples/demo.py --redis: Redis in front of Postgres
     store = AsyncStateStore(
         env.get("PGAGENTSTATE_DSN"),
@@ -263,12 +317,15 @@ def build_app(framework: str, *, worker: str, env: MutableMapping[str, str] = os
         cache=RedisTier(redis_url, secret=env.get("PGAGENTSTATE_REDIS_SECRET"), scratchpad=True) if redis_url else None,
     )
     urls = ServiceUrls.from_env(env)
+    inbox = env.get("PGAGENTSTATE_DEMO_INBOX") == "1"
+    inbox_lease = float(env.get("PGAGENTSTATE_DEMO_INBOX_LEASE", "3")) if inbox else None
     return WebhookService(
         store,
         lambda s: load_agent(framework, s, urls),
         urls,
         worker=worker,
         app_secret=env.get("WHATSAPP_APP_SECRET") or None,
+        inbox_lease=inbox_lease,
     )
 
 

@@ -31,6 +31,18 @@ def test_demo_all_frameworks(dsn: str) -> None:
     assert "OK: every agent remembered the email and paid once." in out
 
 
+def test_demo_without_redelivery(dsn: str) -> None:
+    """``--no-redelivery``: WhatsApp posts each message once; the worker paying the refund is killed -9 and
+    the inbox's other worker takes the turn over."""
+    proc = run_demo("--dsn", dsn, "--framework", "core", "--no-redelivery")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    out = proc.stdout
+    assert "delivers each message once" in out and out.count("kill -9 w") == 1
+    assert "delivery failed" not in out  # nothing was delivered twice
+    assert "turn(s) recovered by another worker, 0 left, 0 failed" in out
+    assert "PASS  refunds paid = 1" in out and "OK: every agent remembered the email and paid once." in out
+
+
 def test_demo_keep_leaves_the_data_to_inspect(dsn: str) -> None:
     schema = f"t_demo_{uuid.uuid4().hex[:8]}"
     try:

@@ -97,6 +97,20 @@ def test_conversations_show_state_health(cli, store: StateStore, dsn: str, schem
     assert code == 1 and "hung" in out
 
 
+def test_health_shows_the_inbox(cli, store: StateStore) -> None:  # type: ignore[no-untyped-def]
+    store.accept("wa:1", {"text": "oi"}, key="m1")
+    store.accept("wa:1", {"text": "alô?"}, key="m2")
+    code, out, _ = cli("health", "--json")
+    inbox = json.loads(out)["inbox"]
+    assert code == 0 and (inbox["waiting"], inbox["conversations"], inbox["stale_leases"]) == (2, 1, 0)
+    code, out, _ = cli("health")
+    assert "queue depth (waiting + running)" in out and "turns recovered by another worker" in out
+    assert store.claim_message(lease=0.001) is not None  # then its worker vanishes
+    time.sleep(0.02)
+    code, out, _ = cli("health", "--check")
+    assert code == 1 and "turns whose worker vanished (lease expired)" in out
+
+
 def test_gc_stats_export_erase(cli, store: StateStore, dsn: str, schema: str, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     seed_refund(store, "conv_12345", user_id="u1")
     store.update_conversation("conv_12345", status="completed")

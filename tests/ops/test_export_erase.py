@@ -77,6 +77,18 @@ def test_export_holds_everything_of_the_user(store: StateStore, dsn: str, schema
     assert "other@email.com" not in json.dumps(doc) and "u2_conv" not in json.dumps(doc)
 
 
+def test_export_and_erase_cover_the_inbox(store: StateStore) -> None:
+    store.accept("wa:u1", {"text": "Quero reembolso"}, key="wamid.1", user_id="u1")
+    store.accept("wa:u2", {"text": "other@email.com"}, key="wamid.2", user_id="u2")
+    doc = store.run(operations.export_user(store.context, "u1"))
+    (conv,) = doc["conversations"]
+    assert [(m["seq"], m["delivery_id"], m["message"]) for m in conv["inbox"]] == [
+        (1, "wamid.1", {"text": "Quero reembolso"})]
+    assert "other@email.com" not in json.dumps(doc)
+    store.run(operations.erase_user(store.context, "u1"))
+    assert store.list_messages("wa:u1") == [] and len(store.list_messages("wa:u2")) == 1
+
+
 def test_erase_removes_the_user_and_only_the_user(store: StateStore, dsn: str, schema: str) -> None:
     _seed_two_users(store, dsn, schema)
     before = _rows(dsn, schema)

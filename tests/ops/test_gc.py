@@ -166,6 +166,22 @@ def test_finished_ledger_entries_expire(store: StateStore, dsn: str, schema: str
     assert store.get_ledger_entry("old") is None and store.get_ledger_entry("new") is not None
 
 
+def test_finished_inbox_messages_expire(store: StateStore, dsn: str, schema: str) -> None:
+    for key in ("old", "new", "waiting"):
+        store.accept("wa:1", {"text": key}, key=key)
+    for _ in range(2):
+        claimed = store.claim_message()
+        assert claimed is not None
+        store.finish_message(claimed, "ok")
+    execute(dsn, schema, "UPDATE {schema}.inbox_messages SET finished_at = now() - interval '40 days' "
+            "WHERE delivery_id = 'old'")
+    report = store.run(operations.gc(store.context, RetentionPolicy(expire_ttl=False, inbox_days=30)))
+    assert report.done == {"inbox": 1}
+    assert [m.delivery_id for m in store.list_messages("wa:1")] == ["new", "waiting"]
+    claimed = store.claim_message()  # the queue goes on where it was
+    assert claimed is not None and claimed.delivery_id == "waiting"
+
+
 def test_policy_rejects_negative_ages() -> None:
     with pytest.raises(InvalidInput):
         RetentionPolicy(completed_days=-1)

@@ -1,6 +1,7 @@
 """Google ADK adapter: Postgres session and memory services, turn serialisation, ``adk web`` URI schemes.
 
     from pgagentstate.adk import PostgresSessionService, PostgresMemoryService, run_serialized
+    from pgagentstate.adk import run_message  # an agent's turn for a message of the durable inbox
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("pgagentstate.adk needs Google ADK: pip install 'pgagentstate[adk]'") from exc
 
 from ._ids import conversation_id_for, session_id_of
+from .inbox import run_message
 from .memory_service import PostgresMemoryService
 from .registry import register_services
 from .serialize import run_serialized, serialized_turn
@@ -22,6 +24,7 @@ __all__ = [
     "PostgresSessionService",
     "conversation_id_for",
     "register_services",
+    "run_message",
     "run_serialized",
     "serialized_turn",
     "session_id_of",

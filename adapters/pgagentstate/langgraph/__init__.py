@@ -18,6 +18,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
     raise ImportError("pgagentstate.langgraph needs LangGraph: pip install 'pgagentstate[langgraph]'") from exc
 
 from .checkpointer import PostgresCheckpointer
+from .inbox import arun_message, run_message
 from .store import PostgresStore
 
-__all__ = ["PostgresCheckpointer", "PostgresStore"]
+__all__ = ["PostgresCheckpointer", "PostgresStore", "arun_message", "run_message"]

@@ -1,6 +1,7 @@
 """OpenAI Agents SDK adapter: a Postgres ``Session``, memory tools, idempotent tools and paused runs.
 
     from pgagentstate.openai_agents import PostgresSession, memory_tools, idempotent_function_tool, PausedRuns
+    from pgagentstate.openai_agents import run_message  # an agent's turn for a message of the durable inbox
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 
 from ._identity import Identity, StateContext, identity_of
 from .idempotent import idempotent_function_tool, tool_call_key
+from .inbox import run_message
 from .memory import memory_instructions, memory_tools
 from .paused import PausedRun, PausedRuns
 from .session import InvalidItem, PostgresSession, SessionUserMismatch
@@ -30,5 +32,6 @@ __all__ = [
     "identity_of",
     "memory_instructions",
     "memory_tools",
+    "run_message",
     "tool_call_key",
 ]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
 from ...errors import InvalidInput
-from ...models import CONVERSATION_STATUSES, Conversation
+from ...models import CONVERSATION_STATUSES, Conversation, InboxMetrics
+from .. import inbox as inbox_ops
 from ..base import Ctx, Op, Stmt, Tx
 from .args import positive, seconds
 
@@ -68,21 +69,24 @@ class Health:
     ledger_entries: int
     ledger_failed: int
     ledger_stale_claims: int
+    #: The durable inbox: queue depth, oldest unanswered message's age, stale leases, recoveries.
+    inbox: InboxMetrics
     stuck: list[StuckStep] = field(default_factory=list)
 
 
 def health(ctx: Ctx, *, idle: float | timedelta = DEFAULT_IDLE, stuck_limit: int = 20) -> Op[Health]:
-    """Counts of conversations per health category, stuck and failed workflow steps, and the duplicate
-    calls the idempotency ledger stopped."""
+    """Counts of conversations per health category, stuck and failed workflow steps, the duplicate
+    calls the idempotency ledger stopped, and the durable inbox's metrics."""
     idle_s = seconds(idle, "idle")
     assert idle_s is not None
-    conv_rows, steps, stuck_rows, dups, ledger = yield Tx(
+    conv_rows, steps, stuck_rows, dups, ledger, inbox_messages, inbox_queues = yield Tx(
         (
             Stmt("ops_health_conversations", {"idle": idle_s}, "all"),
             Stmt("ops_health_steps", {}, "one"),
             Stmt("ops_health_stuck_steps", {"limit": positive(stuck_limit, "stuck_limit")}, "all"),
             Stmt("ops_health_duplicates", {}, "one"),
             Stmt("ops_health_ledger", {}, "one"),
+            *inbox_ops.METRICS_STMTS,
         ),
         snapshot=True,
     )
@@ -107,5 +111,6 @@ def health(ctx: Ctx, *, idle: float | timedelta = DEFAULT_IDLE, stuck_limit: int
         ledger_entries=ledger[2],
         ledger_failed=ledger[0],
         ledger_stale_claims=ledger[1],
+        inbox=inbox_ops.metrics_from(inbox_messages, inbox_queues),
         stuck=[StuckStep(*r) for r in stuck_rows],
     )

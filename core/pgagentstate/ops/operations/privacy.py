@@ -11,6 +11,7 @@ from ...codec import check_id, decode_text
 from ...crypto import AD
 from ...models import StateRef
 from ...sealing import ad, unseal, unseal_doc
+from .. import inbox as inbox_ops
 from .. import state as state_ops
 from ..base import Ctx, Op, Stmt, Tx
 from ..conversations import conversation_from_row
@@ -41,8 +42,9 @@ def export_user(ctx: Ctx, user_id: str) -> Op[dict[str, Any]]:
         "ops_user_snapshot_chunks",
         "ops_user_snapshot_writes",
         "ops_user_archived",
+        "ops_user_inbox",
     )
-    convs, events, versions, steps, scratch, ledger, memories, snaps, blobs, chunks, writes, archived = yield Tx(
+    convs, events, versions, steps, scratch, ledger, memories, snaps, blobs, chunks, writes, archived, inbox = yield Tx(
         tuple(Stmt(n, params, "all") for n in names), snapshot=True
     )
     by_id: dict[str, dict[str, Any]] = {}
@@ -59,7 +61,11 @@ def export_user(ctx: Ctx, user_id: str) -> Op[dict[str, Any]]:
             "snapshot_blobs": [],
             "snapshot_chunks": [],
             "snapshot_writes": [],
+            "inbox": [],
         }
+    for row in inbox:
+        message = inbox_ops.message_from_row(ctx, row)
+        by_id[message.conversation_id]["inbox"].append(to_jsonable(message))
     for row in events:
         ev = event_from_row(ctx, row)
         by_id[ev.conversation_id]["events"].append(to_jsonable(ev))

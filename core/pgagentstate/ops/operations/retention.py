@@ -31,6 +31,9 @@ class RetentionPolicy:
     - ``ledger_days``: finished idempotency-ledger entries older than that (a retry after this would run
       the side effect again: keep them longer than any client retries).
     - ``archive_days``: purge archived conversations older than that.
+    - ``inbox_days``: answered (or given up) durable-inbox messages finished longer ago than that (a
+      redelivery of one after this would be accepted as a new message: keep them longer than the channel
+      retries).
     """
 
     expire_ttl: bool = True
@@ -42,6 +45,7 @@ class RetentionPolicy:
     snapshot_days: float | None = None
     ledger_days: float | None = None
     archive_days: float | None = None
+    inbox_days: float | None = None
 
     def __post_init__(self) -> None:
         for f in dataclasses.fields(self):
@@ -61,6 +65,7 @@ GC_TASKS: dict[str, str] = {
     "snapshots": "old checkpoints",
     "ledger": "finished ledger entries",
     "archive": "archived conversations purged",
+    "inbox": "finished inbox messages",
 }
 
 
@@ -86,6 +91,8 @@ def _gc_tasks(policy: RetentionPolicy) -> list[tuple[str, str, dict[str, Any]]]:
         tasks.append(("ledger", "ops_gc_ledger", {"age": policy.ledger_days * DAY}))
     if policy.archive_days is not None:
         tasks.append(("archive", "ops_gc_archive_purge", {"age": policy.archive_days * DAY}))
+    if policy.inbox_days is not None:
+        tasks.append(("inbox", "ops_gc_inbox", {"age": policy.inbox_days * DAY}))
     return tasks
 
 

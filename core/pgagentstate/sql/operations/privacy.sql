@@ -55,6 +55,15 @@ WHERE k.tenant_id = %(tenant)s AND k.conversation_id IN (
     WHERE a.tenant_id = %(tenant)s AND a.user_id = %(user_id)s AND a.user_id <> '')
 ORDER BY k.created_at, k.key
 
+-- name: ops_user_inbox
+-- The durable inbox's messages of the user's conversations (columns as in sql/inbox.sql).
+SELECT m.conversation_id, m.seq, m.delivery_id, m.request_hash, m.message::text, m.status, m.attempts, m.worker,
+       m.result::text, m.error, m.accepted_at, m.started_at, m.finished_at
+FROM {schema}.inbox_messages m
+JOIN {schema}.conversations c ON c.tenant_id = m.tenant_id AND c.id = m.conversation_id
+WHERE c.tenant_id = %(tenant)s AND c.user_id = %(user_id)s AND c.user_id <> ''
+ORDER BY m.conversation_id, m.seq
+
 -- name: ops_user_memories
 SELECT m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at
 FROM {schema}.memories m

@@ -205,3 +205,21 @@ WITH victims AS (
 )
 DELETE FROM {schema}.archived_conversations a USING victims v
 WHERE a.tenant_id = %(tenant)s AND a.id = v.id AND a.archived_at = v.archived_at
+
+-- name: ops_gc_inbox_count
+SELECT count(*) FROM {schema}.inbox_messages m
+WHERE m.tenant_id = %(tenant)s AND m.status IN ('done', 'failed')
+  AND m.finished_at < now() - make_interval(secs => %(age)s)
+
+-- name: ops_gc_inbox
+-- Finished inbox messages older than %(age)s seconds. Only messages at or before their conversation's
+-- done_seq are finished, so the queue's counters stay as they are.
+WITH victims AS (
+    SELECT m.conversation_id, m.seq FROM {schema}.inbox_messages m
+    WHERE m.tenant_id = %(tenant)s AND m.status IN ('done', 'failed')
+      AND m.finished_at < now() - make_interval(secs => %(age)s)
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM {schema}.inbox_messages m USING victims v
+WHERE m.tenant_id = %(tenant)s AND m.conversation_id = v.conversation_id AND m.seq = v.seq

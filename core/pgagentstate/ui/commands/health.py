@@ -38,6 +38,23 @@ def cmd_health(args: argparse.Namespace) -> int:
                     ("side-effect claims abandoned", h.ledger_stale_claims),
                 ],
             ),
+            "",
+            table(
+                ["inbox (messages accepted, not answered yet)", "count"],
+                [
+                    ("queue depth (waiting + running)", h.inbox.depth),
+                    ("waiting", h.inbox.waiting),
+                    ("running", h.inbox.running),
+                    (
+                        "oldest unanswered message",
+                        "-" if h.inbox.oldest_seconds is None else duration_text(h.inbox.oldest_seconds),
+                    ),
+                    ("conversations with messages queued", h.inbox.conversations),
+                    ("turns whose worker vanished (lease expired)", h.inbox.stale_leases),
+                    ("turns recovered by another worker", h.inbox.recoveries),
+                    ("messages given up on (failed)", h.inbox.failed),
+                ],
+            ),
         ]
         if h.stuck:
             out.append(heading("stuck steps"))
@@ -53,7 +70,7 @@ def cmd_health(args: argparse.Namespace) -> int:
         return "\n".join(out)
 
     emit(args, h, render)
-    if args.check and (h.stuck_steps or h.ledger_stale_claims):
+    if args.check and (h.stuck_steps or h.ledger_stale_claims or h.inbox.stale_leases):
         return 1
     return 0
 
@@ -110,7 +127,7 @@ def register(add: Add) -> None:
     p = add("health", cmd_health, "conversation health: counts per status, abandoned, stuck steps, duplicates")
     idle_option(p)
     p.add_argument("--stuck-limit", type=int, default=20, help="stuck steps to list (default 20)")
-    p.add_argument("--check", action="store_true", help="exit 1 when a step or side-effect claim is stuck")
+    p.add_argument("--check", action="store_true", help="exit 1 when a step, side-effect claim or inbox turn is stuck")
     p.add_argument("--series", choices=["hour", "day"], help="over time: one row per hour (24) or day (30)")
     p.add_argument("--buckets", type=int, default=None, help="with --series: how many hours or days")
     p.add_argument("--app", default=None, help="with --series: only this app")

@@ -23,6 +23,7 @@ def cmd_gc(args: argparse.Namespace) -> int:
         snapshot_days=args.snapshot_days,
         ledger_days=args.ledger_days,
         archive_days=args.archive_days,
+        inbox_days=args.inbox_days,
     )
     reports: list[dict[str, Any]] = []
     exit_code = 0
@@ -92,6 +93,7 @@ def register(add: Add) -> None:
     )
     p.add_argument("--ledger-days", type=days, metavar="AGE", help="delete finished ledger entries older than AGE")
     p.add_argument("--archive-days", type=days, metavar="AGE", help="purge archived conversations older than AGE")
+    p.add_argument("--inbox-days", type=days, metavar="AGE", help="delete inbox messages finished more than AGE ago")
     p.add_argument("--batch-size", type=int, default=500, help="rows per transaction (default 500)")
     p.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
     p.add_argument("--all-tenants", action="store_true", help="every tenant, one after the other")
