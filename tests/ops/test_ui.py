@@ -214,9 +214,11 @@ def seed_demo(store: StateStore) -> None:
         if role == "agent":
             store.append_events(DEMO, [NewEvent({"role": role, "text": text}, author=role,
                                                 created_at=clock + timedelta(seconds=60 * i + 1))],
-                                state_patches=[(channel, {f"turn:{wamid}": {"status": "answered"}})])
-            store.run_once(f"{DEMO}/out/{wamid}/0", lambda key: {"message_id": key[-8:]}, api="whatsapp",
-                           conversation_id=DEMO)
+                                state_patches=[(channel, {f"turn:{wamid}": {
+                                    "status": "answered", "worker": "w2", "replies": [f"{text} {DIALOGUE[7][1]}"]}})])
+            store.run_once(f"{DEMO}/out/{wamid}/0", lambda key: {"contacts": [{"input": DEMO[9:], "wa_id": DEMO[9:]}],
+                                                                 "messages": [{"id": key}]},
+                           api="whatsapp", conversation_id=DEMO)
 
 
 def _headless(tmp_path: Path, *extra: str) -> list[str]:
@@ -251,7 +253,17 @@ LAYOUT = """(() => {
       }
     }
   }
-  if (document.documentElement.scrollWidth > window.innerWidth + 1) overflow.push("page scrolls sideways");
+  // Nothing reaches past the window, and no scroll container scrolls sideways (pre blocks may: on purpose).
+  for (const node of document.querySelectorAll("body *")) {
+    const r = node.getBoundingClientRect();
+    if ((r.width || r.height) && r.right > window.innerWidth + 1) {
+      overflow.push(`${node.tagName}.${node.className} ends at ${r.right} > ${window.innerWidth}`);
+    }
+    if (node.tagName !== "PRE" && node.scrollWidth > node.clientWidth + 1
+        && ["auto", "scroll"].includes(getComputedStyle(node).overflowX)) {
+      overflow.push(`${node.tagName}.${node.className} scrolls sideways`);
+    }
+  }
   const keys = [...document.querySelectorAll("#ledger .key")].map((k) => {
     const r = k.getBoundingClientRect();
     const line = parseFloat(getComputedStyle(k).lineHeight);

@@ -216,6 +216,8 @@ def cmd_state(args: argparse.Namespace) -> int:
                   file=sys.stderr)
         else:
             has = f"its documents: {', '.join(map(repr, names))}" if names else "it has no state documents"
+            if not names and tl.thread is not None:
+                has += f" and its checkpoints hold only its {len(tl.thread.messages)} messages (show lists them)"
             print(f"pgagentstate: conversation {cid!r} has no state document {name!r}; {has}", file=sys.stderr)
         return 1
     changes = operations.diff(previous.data if previous else None, doc.data)
