@@ -158,6 +158,10 @@ NAMES = {"call_1": "issue_refund"}
          'issue_refund({"order_id":"12345"})'),
         ({"type": "tool", "content": '{"transaction_id": "txn_1"}', "tool_call_id": "call_1", "name": None},
          'issue_refund → {"transaction_id":"txn_1"}'),
+        # An ADK event without content: its actions (here the rewind of an invocation a crash interrupted)
+        ({"author": "user", "actions": {"state_delta": {"email": None}, "artifact_delta": {},
+                                        "rewind_before_invocation_id": "e-8a67"}},
+         'rewind to before invocation e-8a67; state {"email":null}'),
     ],
 )
 def test_tool_calls_and_results_render_alike_across_frameworks(payload: object, expected: str) -> None:

@@ -3,7 +3,8 @@
 One rendering for all: a call is ``issue_refund({"order_id":"12345"})`` and its result
 ``issue_refund → {"transaction_id":"txn_1"}``, whether it came as an Agents SDK item (``function_call``,
 ``function_call_output``), an ADK event part (``function_call`` / ``function_response``, snake or camel
-case) or a LangChain message (``tool_calls`` of an AI message, a ``tool`` message).
+case) or a LangChain message (``tool_calls`` of an AI message, a ``tool`` message). An ADK event without
+content says what its actions did (``state {"remembered":true}``, a rewind).
 """
 
 from __future__ import annotations
@@ -59,6 +60,23 @@ def _tool_part(part: Mapping[str, Any], names: Mapping[str, str]) -> str | None:
     return None
 
 
+def _actions(actions: Any) -> str:
+    """An ADK event without content: what its actions did (a rewind of an interrupted invocation, a state
+    change, a transfer), or "" when there is nothing to say."""
+    if not isinstance(actions, Mapping):
+        return ""
+    said = []
+    if actions.get("rewind_before_invocation_id"):
+        said.append(f"rewind to before invocation {actions['rewind_before_invocation_id']}")
+    if actions.get("transfer_to_agent"):
+        said.append(f"transfer to {actions['transfer_to_agent']}")
+    if actions.get("escalate"):
+        said.append("escalate")
+    if isinstance(actions.get("state_delta"), Mapping) and actions["state_delta"]:
+        said.append(f"state {compact(actions['state_delta'])}")
+    return "; ".join(said)
+
+
 def call_names(payloads: list[Any]) -> dict[str, str]:
     """call id -> tool name, from the calls among ``payloads`` (an output item names only its call id)."""
     names: dict[str, str] = {}
@@ -109,6 +127,9 @@ def message_text(payload: Any, names: Mapping[str, str] | None = None) -> str:
                     return joined
         if isinstance(payload.get("parts"), list):
             return message_text(payload["parts"], names)
+        actions = _actions(payload.get("actions"))
+        if actions:
+            return actions
     if isinstance(payload, list):
         texts = [message_text(p, names) for p in payload]
         if all(isinstance(p, Mapping) and ("text" in p or "parts" in p) for p in payload) or all(texts):

@@ -170,7 +170,14 @@ function chatItems(tl) {
       }
       const role = entry.role || (ev && ev.author) || entry.kind;
       const kind = ev && ev.kind !== "message" ? ` · ${ev.kind}` : "";
-      const node = el("li", { class: `msg ${side(role)}`, "data-seq": ev ? ev.seq : null, "data-at": entry.at },
+      // ADK events are authored by the agent's name; their content says whose turn it is (user / model).
+      const content = ev && ev.payload && typeof ev.payload === "object" ? ev.payload.content : null;
+      const tool = content && Array.isArray(content.parts)
+        && content.parts.some((p) => p && (p.function_call || p.function_response || p.functionCall || p.functionResponse));
+      const actionsOnly = !content && ev && ev.payload && typeof ev.payload === "object" && ev.payload.actions;
+      const who = tool ? "tool" : content && typeof content === "object" && content.role ? content.role
+        : actionsOnly ? "system" : role;
+      const node = el("li", { class: `msg ${side(who)}`, "data-seq": ev ? ev.seq : null, "data-at": entry.at },
         el("div", { class: "who" }, el("span", {}, `${role}${kind}`),
           el("span", { title: entry.sent_at ? `sent ${dateTime(entry.sent_at)}` : null },
             time(entry.at), entry.sent_at ? el("span", { class: "sent" }, ` · sent ${time(entry.sent_at)}`) : null)),
