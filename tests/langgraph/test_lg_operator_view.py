@@ -143,3 +143,16 @@ def test_an_encrypted_thread_is_rendered_decrypted(dsn: str, schema: str) -> Non
         run_thread(saver)
     with StateStore(dsn, schema=schema, encryption=enc, min_size=1, max_size=1) as store:
         check_view(store.run(operations.timeline(store.context, THREAD)))
+
+
+def test_state_of_a_thread_that_holds_only_messages_says_so(saver: PostgresCheckpointer, cli: Cli) -> None:
+    from langgraph.graph import MessagesState
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("echo", lambda state: {"messages": [AIMessage(content="oi")]})
+    builder.add_edge(START, "echo")
+    builder.add_edge("echo", END)
+    builder.compile(checkpointer=saver).invoke({"messages": [HumanMessage("olá")]},
+                                               {"configurable": {"thread_id": "only-messages"}})
+    code, _, err = cli("state", "only-messages")
+    assert code == 1 and "its checkpoints hold only its 2 messages (show lists them)" in err
