@@ -36,6 +36,8 @@ CREATE TABLE {schema}.events (
     author          text        NOT NULL DEFAULT '',
     payload         jsonb       NOT NULL,
     created_at      timestamptz NOT NULL DEFAULT now(),
+    -- when the store wrote it (created_at is the application's clock); NULL for events before 0010
+    recorded_at     timestamptz DEFAULT now(),
     PRIMARY KEY (tenant_id, conversation_id, seq),
     CONSTRAINT events_event_id_key UNIQUE (tenant_id, conversation_id, event_id),
     FOREIGN KEY (tenant_id, conversation_id)
@@ -84,6 +86,8 @@ CREATE TABLE {schema}.workflow_steps (
     started_at       timestamptz,
     completed_at     timestamptz,
     updated_at       timestamptz NOT NULL DEFAULT now(),
+    -- attempts that did not finish before another started: [{at, status, error, lease_expires_at}], newest 20
+    retries          jsonb,
     PRIMARY KEY (tenant_id, conversation_id, workflow, step),
     CONSTRAINT workflow_steps_status_check CHECK (
         status IN ('pending', 'in_progress', 'awaiting_approval', 'completed', 'failed')),
@@ -111,6 +115,8 @@ CREATE TABLE {schema}.idempotency_keys (
     created_at       timestamptz NOT NULL DEFAULT now(),
     updated_at       timestamptz NOT NULL DEFAULT now(),
     completed_at     timestamptz,
+    -- claims taken over: [{at, status, owner, lease_expires_at}] of the attempt replaced (failed, or lease run out)
+    retries          jsonb,
     PRIMARY KEY (tenant_id, key),
     CONSTRAINT idempotency_keys_status_check CHECK (status IN ('in_progress', 'succeeded', 'failed'))
 );

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import struct
 import subprocess
 import threading
+import time
 import urllib.error
 import urllib.request
 import zlib
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 
-from pgagentstate import StateStore
+from pgagentstate import NewEvent, StateRef, StateStore
 from pgagentstate.ui.server import ViewerServer, make_server
 
 from .helpers import DIALOGUE, seed_refund
@@ -181,3 +185,136 @@ def test_the_ui_command_serves_on_loopback(dsn: str, schema: str, store: StateSt
     finally:
         proc.terminate()
         proc.wait(timeout=30)
+
+
+# --- the first view and the timeline as a browser draws it -------------------------------------------
+
+DEMO = "whatsapp:5511987654321"
+
+
+def seed_demo(store: StateStore) -> None:
+    """The demo's conversation as its webhook writes it: messages on a simulated clock ten minutes ahead
+    with a delivery mark each (the channel bookkeeping), the refund in real time with long ledger keys, a
+    worker that died holding the step's lease, and replies sent through the ledger."""
+    channel = StateRef.conversation(DEMO, "channel")
+    clock = datetime.now(UTC).replace(microsecond=0) + timedelta(minutes=10)
+    store.create_conversation(DEMO, framework="core", app="refunds", user_id="5511987654321", channel="whatsapp")
+    for i, (role, text) in enumerate(DIALOGUE[:6]):
+        wamid = f"wamid.HBgMNTUxMTk4NzY1NDMyMRUCABIYFjNFQjBDNzE0{i:04d}"
+        if role == "customer":
+            store.append_events(DEMO, [NewEvent({"role": role, "text": text}, author=role, event_id=wamid,
+                                                created_at=clock + timedelta(seconds=60 * i))],
+                                state_patches=[(channel, {f"turn:{wamid}": {"status": "started"}})])
+        if i == 4:  # the refund turn: a worker takes the step and dies; another takes over
+            store.start_step(DEMO, "refund:12345", "process_refund", position=3, lease=0.001)
+            time.sleep(0.01)
+            store.run_step(DEMO, "refund:12345", "process_refund",
+                           lambda: store.run_once(f"{DEMO}/refund:12345/payment", lambda key: {"transaction_id":
+                                                  "txn_12345"}, api="payment", conversation_id=DEMO), position=3)
+        if role == "agent":
+            store.append_events(DEMO, [NewEvent({"role": role, "text": text}, author=role,
+                                                created_at=clock + timedelta(seconds=60 * i + 1))],
+                                state_patches=[(channel, {f"turn:{wamid}": {
+                                    "status": "answered", "worker": "w2", "replies": [f"{text} {DIALOGUE[7][1]}"]}})])
+            store.run_once(f"{DEMO}/out/{wamid}/0", lambda key: {"contacts": [{"input": DEMO[9:], "wa_id": DEMO[9:]}],
+                                                                 "messages": [{"id": key}]},
+                           api="whatsapp", conversation_id=DEMO)
+
+
+def _headless(tmp_path: Path, *extra: str) -> list[str]:
+    browser = _chromium()
+    assert browser is not None
+    return [browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+            "--disable-component-update", "--disable-sync", "--no-first-run",
+            f"--user-data-dir={tmp_path / 'profile'}", *extra]
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
+def test_the_first_view_is_there_at_load(viewer: str, tmp_path: Path) -> None:
+    # No virtual time budget: the DOM as it is when the load event fires, before any fetch could answer.
+    dom = subprocess.run([*_headless(tmp_path, "--window-size=1280,900"), "--dump-dom", f"{viewer}/?id={CID}"],
+                         capture_output=True, text=True, timeout=120, check=True).stdout
+    assert 'data-loaded="1"' in dom, dom[:2000]
+    assert 'data-id="other"' in dom and f'data-id="{CID}"' in dom   # the list
+    assert dom.count('class="msg customer"') == 4                   # the conversation
+    assert "process_refund" in dom and "Select a conversation" not in dom
+
+
+LAYOUT = """(() => {
+  const chat = [...document.querySelectorAll("#chat ol.chat > li")];
+  const overflow = [];
+  for (const box of document.querySelectorAll(".panel, .msg, .mark, #list li, .facts, .conv-head, .top")) {
+    const outer = box.getBoundingClientRect();
+    for (const inner of box.querySelectorAll("*")) {
+      const r = inner.getBoundingClientRect();
+      if (!r.width && !r.height) continue;
+      if (r.right > outer.right + 1 || r.left < outer.left - 1) {
+        overflow.push(`${inner.tagName}.${inner.className} in ${box.className}: ${r.right} > ${outer.right}`);
+      }
+    }
+  }
+  // Nothing reaches past the window, and no scroll container scrolls sideways (pre blocks may: on purpose).
+  for (const node of document.querySelectorAll("body *")) {
+    const r = node.getBoundingClientRect();
+    if ((r.width || r.height) && r.right > window.innerWidth + 1) {
+      overflow.push(`${node.tagName}.${node.className} ends at ${r.right} > ${window.innerWidth}`);
+    }
+    if (node.tagName !== "PRE" && node.scrollWidth > node.clientWidth + 1
+        && ["auto", "scroll"].includes(getComputedStyle(node).overflowX)) {
+      overflow.push(`${node.tagName}.${node.className} scrolls sideways`);
+    }
+  }
+  const keys = [...document.querySelectorAll("#ledger .key")].map((k) => {
+    const r = k.getBoundingClientRect();
+    const line = parseFloat(getComputedStyle(k).lineHeight);
+    return { text: k.textContent, width: r.width, lines: Math.round(r.height / line) };
+  });
+  return {
+    chat: chat.map((li) => ({ cls: li.className, text: li.textContent, top: li.getBoundingClientRect().top })),
+    overflow, keys, folded: document.querySelectorAll("#chat details.folded").length,
+  };
+})()"""
+
+
+@pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
+@pytest.mark.parametrize(("width", "height"), [(1366, 900), (760, 1000)])
+def test_the_demo_timeline_in_a_browser(store: StateStore, tmp_path: Path, width: int, height: int) -> None:
+    from .browser import Browser
+
+    seed_demo(store)
+    server: ViewerServer = make_server(store, port=0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/?id={quote(DEMO, safe='')}"
+        with Browser(tmp_path / "profile") as browser:
+            browser.open(url, width, height)
+            page = browser.evaluate(LAYOUT)
+            shot = tmp_path / f"timeline-{width}x{height}.png"
+            browser.screenshot(shot)
+    finally:
+        server.shutdown()
+        server.server_close()
+    if os.environ.get("PGAGENTSTATE_UI_SHOTS"):  # keep them to look at: PGAGENTSTATE_UI_SHOTS=/some/dir
+        shutil.copy(shot, Path(os.environ["PGAGENTSTATE_UI_SHOTS"]) / shot.name)
+    assert _png_colours(shot) > 50
+
+    chat = page["chat"]
+    texts = [item["text"] for item in chat]
+
+    def where(needle: str) -> int:
+        return next(i for i, t in enumerate(texts) if needle in t)
+
+    # Drawn in the order things happened: the message, then the refund it caused, then the answer.
+    asked, refunded, answered = where(DIALOGUE[4][1]), where("call payment succeeded"), where(DIALOGUE[5][1])
+    assert asked < refunded < answered, texts
+    tops = [item["top"] for item in chat]
+    assert tops == sorted(tops)
+    # The worker that died holding the lease is an entry of its own.
+    crash = chat[where("step refund:12345/process_refund retried")]
+    assert "retry" in crash["cls"] and "never recorded an outcome" in crash["text"]
+    # The six delivery marks are folded into their messages, not lines of the timeline.
+    assert page["folded"] == 6
+    assert not [item for item in chat if item["cls"].startswith("mark state")]
+    # Nothing overflows its box; the long ledger keys wrap on a few lines, not one character per line.
+    assert page["overflow"] == []
+    assert len(page["keys"]) == 4 and all(k["lines"] <= 3 for k in page["keys"]), page["keys"]

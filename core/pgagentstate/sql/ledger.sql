@@ -10,7 +10,13 @@ VALUES (%(tenant)s, %(key)s, %(conversation_id)s, %(api)s, %(request_hash)s, %(r
         %(owner)s, clock_timestamp() + make_interval(secs => %(lease)s))
 ON CONFLICT (tenant_id, key) DO UPDATE
 SET owner = EXCLUDED.owner, status = 'in_progress', attempts = k.attempts + 1,
-    lease_expires_at = EXCLUDED.lease_expires_at, updated_at = now()
+    lease_expires_at = EXCLUDED.lease_expires_at, updated_at = now(),
+    -- The attempt taken over, for the operators' timeline (newest 20; only retries pay for this). Not its
+    -- error: that may be sealed, and key rotation re-seals k.error only.
+    retries = CASE WHEN jsonb_array_length(coalesce(k.retries, '[]')) >= 20 THEN k.retries - 0
+                   ELSE coalesce(k.retries, '[]') END
+              || jsonb_build_array(jsonb_build_object('at', now(), 'status', k.status, 'owner', k.owner,
+                                                      'lease_expires_at', k.lease_expires_at))
 WHERE k.request_hash = EXCLUDED.request_hash
   AND (k.status = 'failed' OR (k.status = 'in_progress' AND k.lease_expires_at < clock_timestamp()))
 RETURNING k.key, k.conversation_id, k.api, k.request_hash, k.status, k.result::text, k.error, k.owner, k.attempts,

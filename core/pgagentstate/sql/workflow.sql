@@ -9,7 +9,15 @@ VALUES (%(tenant)s, %(conversation_id)s, %(workflow)s, %(step)s, %(position)s, '
         now() + make_interval(secs => %(lease)s))
 ON CONFLICT (tenant_id, conversation_id, workflow, step) DO UPDATE
 SET status = 'in_progress', attempts = s.attempts + 1, updated_at = now(),
-    started_at = coalesce(s.started_at, now()), lease_expires_at = EXCLUDED.lease_expires_at
+    started_at = coalesce(s.started_at, now()), lease_expires_at = EXCLUDED.lease_expires_at,
+    -- An attempt that did not finish (it failed, or its worker died holding the lease), for the operators'
+    -- timeline: newest 20, written only on a restart.
+    retries = CASE WHEN s.status NOT IN ('in_progress', 'failed') OR s.attempts = 0 THEN s.retries
+                   ELSE (CASE WHEN jsonb_array_length(coalesce(s.retries, '[]')) >= 20 THEN s.retries - 0
+                              ELSE coalesce(s.retries, '[]') END)
+                        || jsonb_build_array(jsonb_build_object('at', now(), 'status', s.status,
+                                                                'error', CASE WHEN s.status = 'failed' THEN s.last_error END,
+                                                                'lease_expires_at', s.lease_expires_at)) END
 WHERE s.status <> 'completed'
 RETURNING s.conversation_id, s.workflow, s.step, s.position, s.status, s.attempts, s.last_error, s.result::text,
           s.started_at, s.completed_at, s.updated_at, s.lease_expires_at

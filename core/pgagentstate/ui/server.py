@@ -1,9 +1,9 @@
 """The timeline viewer: a small read-only web app on the standard library's HTTP server.
 
-``GET /`` serves the page (HTML, JS and CSS shipped as package data in ``ui/static``); the page reads
-JSON from ``/api/health``, ``/api/health/series`` (the chart), ``/api/conversations`` and
-``/api/conversations/<id>``; ``/metrics`` is the health for Prometheus (:mod:`.metrics`). Nothing here
-writes.
+``GET /`` serves the page (HTML, JS and CSS shipped as package data in ``ui/static``) with the data of its
+first view inline; the page then reads JSON from ``/api/health``, ``/api/health/series`` (the chart),
+``/api/conversations`` and ``/api/conversations/<id>``; ``/metrics`` is the health for Prometheus
+(:mod:`.metrics`). Nothing here writes.
 
 It listens on 127.0.0.1 by default. Bound to loopback it only answers requests whose ``Host`` is a
 loopback name, so a web page elsewhere cannot read it through DNS rebinding; the Content-Security-Policy
@@ -79,7 +79,7 @@ class _Handler(BaseHTTPRequestHandler):
         path = url.path
         try:
             if path in ("/", "/index.html"):
-                self._send(HTTPStatus.OK, _static("index.html"), _STATIC["index.html"])
+                self._send(HTTPStatus.OK, self._page(query), _STATIC["index.html"])
             elif path == "/favicon.ico":
                 self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
             elif path.startswith("/static/") and path[len("/static/") :] in _STATIC:
@@ -104,6 +104,21 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(HTTPStatus.NOT_FOUND, b"not found\n", "text/plain")
         except (PgAgentStateError, ValueError) as exc:
             self._json({"error": f"{type(exc).__name__}: {exc}"}, HTTPStatus.BAD_REQUEST)
+
+    def _page(self, query: dict[str, str]) -> bytes:
+        """The page with the data of its first view inline (health, the list, the conversation ``?id=``
+        names): it renders before any request of its own, so a screenshot taken at load shows it. The data
+        is a JSON block the script reads (not executed; ``<`` escaped so no value can close the element)."""
+        page = _static("index.html")
+        try:
+            first: dict[str, Any] = {"health": self._health(query), "conversations": self._list(query)}
+            if query.get("id"):
+                first["conversation"] = self._timeline(query["id"], query)
+        except (PgAgentStateError, ValueError) as exc:  # the page still loads and shows the error
+            first = {"error": f"{type(exc).__name__}: {exc}"}
+        data = json.dumps(first, ensure_ascii=False, default=str).replace("<", "\\u003c").replace("&", "\\u0026")
+        block = f'<script type="application/json" id="first-view">{data}</script>'.encode()
+        return page.replace(b"<!-- first view -->", block, 1)
 
     def _host_is_loopback(self) -> bool:
         host = self.headers.get("Host", "")
@@ -167,6 +182,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "failed_steps": s.failed_steps,
                 "calls": s.calls,
                 "duplicate_hits": s.duplicate_hits,
+                "messages": s.messages,
             }
             for s in found
         ]
@@ -179,8 +195,13 @@ class _Handler(BaseHTTPRequestHandler):
             return None
         data = to_jsonable(found)
         # The chat column shows text; the raw payloads stay available for the detail view.
+        names = operations.call_names([e.payload for e in found.events])
         for event, raw in zip(data["events"], found.events, strict=True):
-            event["text"] = operations.message_text(raw.payload)
+            event["text"] = operations.message_text(raw.payload, names)
+        for version, raw_version in zip(data["state_versions"], found.state_versions, strict=True):
+            version["label"] = raw_version.label
+        for version, raw_version in zip(data["shared_state"], found.shared_state, strict=True):
+            version["label"] = raw_version.label
         return data
 
     def _json(self, data: Any, status: HTTPStatus = HTTPStatus.OK) -> None:

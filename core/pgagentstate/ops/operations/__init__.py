@@ -1,7 +1,8 @@
 """Operator operations: conversation health (:mod:`.health`) and its time series (:mod:`.health_series`),
-listings (:mod:`.listing`), timelines and time travel (:mod:`.timeline`), retention (:mod:`.retention`),
-export and erase of one user (:mod:`.privacy`), statistics (:mod:`.stats`) and the checks of
-``pgagentstate doctor`` (:mod:`.doctor`).
+listings (:mod:`.listing`), timelines and time travel (:mod:`.timeline`), checkpointed threads read as plain
+data (:mod:`.checkpoints`), one rendering of every framework's messages and tool calls (:mod:`.rendering`),
+retention (:mod:`.retention`), export and erase of one user (:mod:`.privacy`), statistics (:mod:`.stats`) and
+the checks of ``pgagentstate doctor`` (:mod:`.doctor`).
 
 Like every operation these are generators run by either store::
 
@@ -14,12 +15,14 @@ They are not methods of the stores because applications rarely need them; the CL
 
 from __future__ import annotations
 
+from .checkpoints import ThreadMessage, ThreadSignal, ThreadValues, ThreadView, thread_view
 from .doctor import Check, PoolSettings, doctor, pool_checks
 from .health import DEFAULT_IDLE, HEALTH_CATEGORIES, OPEN_STATUSES, Health, StuckStep, health, health_of
 from .health_series import QUANTILES, HealthGroup, HealthPoint, HealthSeries, health_series
 from .jsonable import to_jsonable
 from .listing import ConversationSummary, list_conversations, tenants
 from .privacy import erase_user, export_user, read_archive
+from .rendering import call_names, message_text, tool_call, tool_result
 from .retention import GC_LOCK_NAME, GC_TASKS, GcReport, RetentionPolicy, gc, gc_plan
 from .stats import Stats, TableStats, stats
 from .timeline import (
@@ -30,7 +33,6 @@ from .timeline import (
     Timeline,
     TimelineEntry,
     diff,
-    message_text,
     state_at,
     timeline,
 )
@@ -58,8 +60,13 @@ __all__ = [
     "Stats",
     "StuckStep",
     "TableStats",
+    "ThreadMessage",
+    "ThreadSignal",
+    "ThreadValues",
+    "ThreadView",
     "Timeline",
     "TimelineEntry",
+    "call_names",
     "diff",
     "doctor",
     "erase_user",
@@ -76,6 +83,9 @@ __all__ = [
     "state_at",
     "stats",
     "tenants",
+    "thread_view",
     "timeline",
     "to_jsonable",
+    "tool_call",
+    "tool_result",
 ]

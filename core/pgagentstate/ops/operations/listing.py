@@ -16,7 +16,8 @@ from .health import DEFAULT_IDLE, check_health
 
 @dataclass(frozen=True, slots=True)
 class ConversationSummary:
-    """A conversation with its health: category, stuck and failed steps, side effects and duplicates."""
+    """A conversation with its health: category, stuck and failed steps, side effects and duplicates, and
+    how many messages it has."""
 
     conversation: Conversation
     health: str
@@ -24,6 +25,9 @@ class ConversationSummary:
     failed_steps: int
     calls: int
     duplicate_hits: int
+    #: events in the conversation's log, or for a checkpointed thread (LangGraph, no events) the
+    #: messages of its newest checkpoint
+    messages: int = 0
 
 
 def list_conversations(
@@ -72,7 +76,12 @@ def list_conversations(
             ),
         )
     )
-    return [ConversationSummary(conversation_from_row(ctx, r[:12]), r[12], r[13], r[14], r[15], r[16]) for r in rows[0]]
+    return [
+        ConversationSummary(
+            conversation_from_row(ctx, r[:12]), r[12], r[13], r[14], r[15], r[16], r[9] if r[17] is None else r[17]
+        )
+        for r in rows[0]
+    ]
 
 
 def tenants() -> Op[list[str]]:

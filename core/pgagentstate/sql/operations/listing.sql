@@ -32,7 +32,7 @@ WITH page AS (
 )
 SELECT p.tenant_id, p.id, p.app, p.framework, p.user_id, p.channel, p.status, p.metadata::text,
        p.version, p.last_seq, p.created_at, p.updated_at,
-       p.health, st.stuck, st.failed, lg.calls, lg.duplicate_hits
+       p.health, st.stuck, st.failed, lg.calls, lg.duplicate_hits, cp.messages
 FROM page p
 CROSS JOIN LATERAL (
     SELECT count(*) FILTER (WHERE s.status = 'in_progress' AND s.lease_expires_at < now()) AS stuck,
@@ -45,6 +45,23 @@ CROSS JOIN LATERAL (
     FROM {schema}.idempotency_keys k
     WHERE k.tenant_id = p.tenant_id AND k.conversation_id = p.id
 ) lg
+LEFT JOIN LATERAL (
+    -- A checkpointed thread (LangGraph) has no events: its messages are the elements of the 'messages'
+    -- channel (LangGraph's MessagesState) in its newest root checkpoint, stored one chunk per message, a
+    -- base version's chunks first. Three primary-key probes; NULL without checkpoints.
+    SELECT cardinality(b.chunks) + coalesce(cardinality(base.chunks), 0) AS messages
+    FROM (SELECT s.channel_versions->>'messages' AS version
+          FROM {schema}.snapshots s
+          WHERE s.tenant_id = p.tenant_id AND s.conversation_id = p.id AND s.namespace = ''
+          ORDER BY s.snapshot_id DESC
+          LIMIT 1) head
+    JOIN {schema}.snapshot_blobs b
+      ON b.tenant_id = p.tenant_id AND b.conversation_id = p.id AND b.namespace = ''
+     AND b.channel = 'messages' AND b.version = head.version
+    LEFT JOIN {schema}.snapshot_blobs base
+      ON base.tenant_id = p.tenant_id AND base.conversation_id = p.id AND base.namespace = ''
+     AND base.channel = 'messages' AND base.version = b.base
+) cp ON true
 ORDER BY p.updated_at DESC, p.id
 
 -- name: ops_tenants

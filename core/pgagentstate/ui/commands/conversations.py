@@ -50,7 +50,7 @@ def cmd_conversations(args: argparse.Namespace) -> int:
             s.conversation.framework,
             s.conversation.app,
             s.conversation.user_id,
-            s.conversation.last_seq,
+            s.messages,
             s.stuck_steps,
             s.failed_steps,
             s.calls,

@@ -58,15 +58,19 @@ async function getJSON(url) {
 
 // --- health chips and the conversation list -------------------------------------------------------
 
+function renderHealth(h) {
+  const box = document.getElementById("health");
+  const chips = HEALTH.map((k) => el("span", { class: "chip", "data-health": k }, k.replace(/_/g, " "),
+    el("b", {}, h.conversations[k] ?? 0)));
+  chips.push(el("span", { class: h.stuck_steps ? "chip alert" : "chip" }, "stuck steps", el("b", {}, h.stuck_steps)));
+  chips.push(el("span", { class: "chip" }, "duplicates stopped", el("b", {}, h.duplicate_calls_stopped)));
+  box.replaceChildren(...chips);
+}
+
 async function loadHealth() {
   const box = document.getElementById("health");
   try {
-    const h = await getJSON("/api/health");
-    const chips = HEALTH.map((k) => el("span", { class: "chip", "data-health": k }, k.replace(/_/g, " "),
-      el("b", {}, h.conversations[k] ?? 0)));
-    chips.push(el("span", { class: h.stuck_steps ? "chip alert" : "chip" }, "stuck steps", el("b", {}, h.stuck_steps)));
-    chips.push(el("span", { class: "chip" }, "duplicates stopped", el("b", {}, h.duplicate_calls_stopped)));
-    box.replaceChildren(...chips);
+    renderHealth(await getJSON("/api/health"));
   } catch (err) {
     box.replaceChildren(el("span", { class: "chip alert" }, `health: ${err.message}`));
   }
@@ -84,15 +88,13 @@ function filters() {
   return params;
 }
 
-async function loadList() {
+function renderList(rows) {
   const list = document.getElementById("list");
-  try {
-    const rows = await getJSON(`/api/conversations?${filters()}`);
-    if (!rows.length) {
-      list.replaceChildren(el("li", { class: "muted" }, "No conversations."));
-      return;
-    }
-    list.replaceChildren(...rows.map((c) => el("li", {
+  if (!rows.length) {
+    list.replaceChildren(el("li", { class: "muted" }, "No conversations."));
+    return;
+  }
+  list.replaceChildren(...rows.map((c) => el("li", {
       "data-id": c.id,
       class: c.id === currentId() ? "selected" : "",
       onclick: () => select(c.id),
@@ -102,9 +104,15 @@ async function loadList() {
       badge(c.health),
       c.stuck_steps ? badge(`${c.stuck_steps} stuck`, "stuck") : null,
       el("span", {}, c.framework || "-"),
-      el("span", {}, `${c.last_seq} events`),
+      el("span", {}, `${c.messages ?? c.last_seq} messages`),
       c.duplicate_hits ? el("span", {}, `${c.duplicate_hits} dup stopped`) : null,
       el("span", {}, ago(c.updated_at))))));
+}
+
+async function loadList() {
+  const list = document.getElementById("list");
+  try {
+    renderList(await getJSON(`/api/conversations?${filters()}`));
   } catch (err) {
     list.replaceChildren(el("li", { class: "error" }, err.message));
   }
@@ -129,40 +137,77 @@ function side(role) {
   return "other";
 }
 
+function label(v) {
+  return v.label || (v.scope && v.scope !== "conversation" ? `${v.scope}:${v.name}` : v.name);
+}
+
+// The timeline in the server's order: the order the store recorded things in (an event's own created_at
+// may be a send time or a simulated clock). State written with a message is folded into its bubble.
 function chatItems(tl) {
-  const byTime = [];
-  for (const ev of tl.events) {
-    const role = (ev.payload && typeof ev.payload === "object" && (ev.payload.role || ev.payload.author)) || ev.author
-      || ev.kind;
-    byTime.push({ at: ev.created_at, node: el("li", { class: `msg ${side(role)}`, "data-seq": ev.seq },
-      el("div", { class: "who" }, el("span", {}, `${role}${ev.kind !== "message" ? ` · ${ev.kind}` : ""}`),
-        el("span", {}, time(ev.created_at))),
-      el("div", { class: "text" }, ev.text ?? text(ev.payload))) });
-  }
+  const events = new Map(tl.events.map((ev) => [ev.seq, ev]));
+  const bubbles = new Map();
+  const items = [];
   for (const entry of tl.entries) {
-    if (entry.kind === "message" || entry.kind === "event") continue;
-    byTime.push({ at: entry.at, node: el("li", { class: `mark ${entry.kind}` },
-      `${time(entry.at)} `, el("b", {}, entry.title), entry.text ? ` · ${entry.text}` : "") });
+    if (entry.folded) {
+      const bubble = bubbles.get(entry.seq);
+      if (bubble) {
+        let box = bubble.querySelector("details.folded");
+        if (!box) {
+          box = el("details", { class: "folded" }, el("summary", {}, "state written with it"));
+          bubble.append(box);
+        }
+        box.append(el("div", { class: "mono" }, `${entry.title.replace(/^state /, "")} · ${entry.text}`));
+        box.querySelector("summary").textContent = `${box.children.length - 1} state change(s) written with it`;
+        continue;
+      }
+    }
+    if (entry.kind === "message" || entry.kind === "event") {
+      const ev = entry.seq !== null && entry.seq !== undefined ? events.get(entry.seq) : null;
+      if (!ev && entry.kind === "event") {  // a checkpoint's interrupt, resume or error
+        items.push(el("li", { class: "mark event" }, `${time(entry.at)} `, el("b", {}, entry.title),
+          entry.text ? ` · ${entry.text}` : ""));
+        continue;
+      }
+      const role = entry.role || (ev && ev.author) || entry.kind;
+      const kind = ev && ev.kind !== "message" ? ` · ${ev.kind}` : "";
+      // ADK events are authored by the agent's name; their content says whose turn it is (user / model).
+      const content = ev && ev.payload && typeof ev.payload === "object" ? ev.payload.content : null;
+      const tool = content && Array.isArray(content.parts)
+        && content.parts.some((p) => p && (p.function_call || p.function_response || p.functionCall || p.functionResponse));
+      const actionsOnly = !content && ev && ev.payload && typeof ev.payload === "object" && ev.payload.actions;
+      const who = tool ? "tool" : content && typeof content === "object" && content.role ? content.role
+        : actionsOnly ? "system" : role;
+      const node = el("li", { class: `msg ${side(who)}`, "data-seq": ev ? ev.seq : null, "data-at": entry.at },
+        el("div", { class: "who" }, el("span", {}, `${role}${kind}`),
+          el("span", { title: entry.sent_at ? `sent ${dateTime(entry.sent_at)}` : null },
+            time(entry.at), entry.sent_at ? el("span", { class: "sent" }, ` · sent ${time(entry.sent_at)}`) : null)),
+        el("div", { class: "text" }, ev ? (ev.text ?? text(ev.payload)) : entry.text));
+      if (ev) bubbles.set(ev.seq, node);
+      items.push(node);
+      continue;
+    }
+    items.push(el("li", { class: `mark ${entry.kind}`, "data-at": entry.at },
+      `${time(entry.at)} `, el("b", {}, entry.title), entry.text ? ` · ${entry.text}` : ""));
   }
-  byTime.sort((a, b) => new Date(a.at) - new Date(b.at));
-  return byTime.map((x) => x.node);
+  return items;
 }
 
 function statePanel(tl) {
   const latest = new Map();
-  for (const v of tl.state_versions) latest.set(v.name, v);
+  for (const v of [...tl.state_versions, ...(tl.shared_state || [])]) latest.set(label(v), v);
   const panel = el("section", { class: "panel", id: "state" }, el("h3", {}, "State"));
   if (!latest.size) {
     panel.append(el("p", { class: "muted" }, "No state documents."));
     return panel;
   }
+  const shared = { user: " · shared by the user's conversations", app: " · shared by the app's conversations" };
   for (const [name, v] of latest) {
-    panel.append(el("div", { class: "muted" }, `${name} · version ${v.version}`));
+    panel.append(el("div", { class: "muted" }, `${name} · version ${v.version}${shared[v.scope] || ""}`));
     panel.append(el("pre", { class: "json" }, JSON.stringify(v.data, null, 2)));
   }
   const marks = { added: "+", removed: "-", changed: "~" };
   panel.append(el("ol", { class: "versions", reversed: "" }, [...tl.state_versions].reverse().map((v) =>
-    el("li", {}, el("b", {}, `v${v.version}`), ` ${v.name} · ${time(v.changed_at)}`,
+    el("li", {}, el("b", {}, `v${v.version}`), ` ${label(v)} · ${time(v.changed_at)}`,
       v.changes.map((c) => el("span", { class: `chg ${c.op}`, title: `${text(c.old)} → ${text(c.new)}` },
         `${marks[c.op]}${c.path}${c.op === "removed" ? "" : `=${text(c.new).slice(0, 40)}`}`))))));
   return panel;
@@ -188,18 +233,19 @@ function stepsPanel(tl) {
   return panel;
 }
 
+// One block per call rather than a table: keys are long (conversation/workflow/step) and a six-column
+// table squeezed them to one character per line in a narrow column.
 function ledgerPanel(tl) {
   const panel = el("section", { class: "panel", id: "ledger" }, el("h3", {}, "External calls (ledger)"));
   if (!tl.ledger.length) {
     panel.append(el("p", { class: "muted" }, "No side effects recorded."));
     return panel;
   }
-  panel.append(el("table", { class: "calls" },
-    el("thead", {}, el("tr", {}, ["api", "key", "status", "tries", "dups", "result"].map((h) => el("th", {}, h)))),
-    el("tbody", {}, tl.ledger.map((k) => el("tr", {},
-      el("td", {}, k.api || "-"), el("td", { class: "mono" }, k.key), el("td", {}, badge(k.status)),
-      el("td", {}, k.attempts), el("td", {}, k.duplicate_hits),
-      el("td", { class: "mono" }, k.error || text(k.result)))))));
+  panel.append(el("ol", { class: "calls" }, tl.ledger.map((k) => el("li", {},
+    el("div", { class: "call-head" }, badge(k.status), " ", el("b", {}, k.api || "-"),
+      el("span", { class: "muted" }, ` · tries ${k.attempts} · duplicates stopped ${k.duplicate_hits}`)),
+    el("div", { class: "key mono" }, k.key),
+    el("div", { class: "result mono muted" }, k.error || text(k.result))))));
   return panel;
 }
 
@@ -225,25 +271,31 @@ async function loadDetail() {
     return;
   }
   try {
-    const tl = await getJSON(`/api/conversations/${encodeURIComponent(id)}`);
-    const c = tl.conversation;
-    detail.replaceChildren(
+    renderDetail(await getJSON(`/api/conversations/${encodeURIComponent(id)}`));
+  } catch (err) {
+    detail.replaceChildren(el("p", { class: "error" }, err.message));
+  }
+}
+
+function renderDetail(tl) {
+  const detail = document.getElementById("detail");
+  const c = tl.conversation;
+  detail.replaceChildren(
       el("div", { class: "conv-head" }, el("h2", {}, c.id), badge(tl.health),
         tl.health !== c.status ? el("span", { class: "muted" }, `status ${c.status}`) : null),
       el("div", { class: "facts" },
         el("span", {}, `framework ${c.framework || "-"}`), el("span", {}, `app ${c.app || "-"}`),
         el("span", {}, `user ${c.user_id || "-"}`), el("span", {}, `channel ${c.channel || "-"}`),
-        el("span", {}, `version ${c.version}`), el("span", {}, `${c.last_seq} events`),
+        el("span", {}, `version ${c.version}`),
+        el("span", {}, tl.thread ? `${tl.thread.messages.length} messages in ${tl.thread.checkpoints} checkpoints`
+          : `${c.last_seq} events`),
         el("span", {}, `updated ${dateTime(c.updated_at)} (${ago(c.updated_at)})`)),
       el("div", { class: "columns" },
         el("section", { class: "panel", id: "chat" }, el("h3", {}, "Conversation"),
           tl.events.length || tl.entries.length ? el("ol", { class: "chat" }, chatItems(tl))
             : el("p", { class: "muted" }, "No events.")),
         el("div", {}, statePanel(tl), stepsPanel(tl), ledgerPanel(tl), extrasPanel(tl))));
-    document.title = `${c.id} · pgagentstate`;
-  } catch (err) {
-    detail.replaceChildren(el("p", { class: "error" }, err.message));
-  }
+  document.title = `${c.id} · pgagentstate`;
 }
 
 function refresh() {
@@ -257,5 +309,37 @@ document.addEventListener("DOMContentLoaded", () => {
   for (const id of ["health-filter", "stuck"]) document.getElementById(id).addEventListener("change", loadList);
   document.getElementById("refresh").addEventListener("click", refresh);
   window.addEventListener("hashchange", loadDetail);
-  refresh().then(() => document.body.setAttribute("data-loaded", "1"));
+  const first = firstView();
+  if (first) {
+    document.body.setAttribute("data-loaded", "1");
+  } else {
+    refresh().then(() => document.body.setAttribute("data-loaded", "1"));
+  }
 });
+
+// The first view arrives inline with the page (server.py): rendered before the load event, so the page
+// is complete without waiting for a request. Returns false when it is missing or not for this view.
+function firstView() {
+  const block = document.getElementById("first-view");
+  if (!block) return false;
+  let first;
+  try {
+    first = JSON.parse(block.textContent);
+  } catch (err) {
+    return false;
+  }
+  if (first.error) return false;
+  renderHealth(first.health);
+  renderList(first.conversations);
+  const id = currentId();
+  if (!id) {
+    loadDetail();
+  } else if (first.conversation && first.conversation.conversation.id === id) {
+    renderDetail(first.conversation);
+  } else {
+    loadDetail().then(() => document.body.setAttribute("data-detail", "1"));
+    return true;
+  }
+  document.body.setAttribute("data-detail", "1");
+  return true;
+}
