@@ -91,9 +91,28 @@ def test_metrics_scrape_parses_as_openmetrics_with_the_worlds_figures(viewer: st
     # No completion in the adk group: no quantile sample rather than a made-up value.
     assert not any(k[0] == "pgagentstate_time_to_completion_seconds" and ("framework", "adk") in k[1] for k in m)
 
-    # The last 10 minutes hold none of these conversations: the families stay, without samples.
+    # The last 10 minutes hold none of these conversations: the families stay, without samples; the
+    # inbox is empty (and has no oldest message).
     m = _scrape(viewer, "?window=10m")
-    assert m == {("pgagentstate_health_window_seconds", ()): 600, ("pgagentstate_health_idle_seconds", ()): 3600}
+    assert {k: v for k, v in m.items() if not k[0].startswith("pgagentstate_inbox_")} == {
+        ("pgagentstate_health_window_seconds", ()): 600, ("pgagentstate_health_idle_seconds", ()): 3600}
+    assert m[("pgagentstate_inbox_depth", ())] == 0
+    assert ("pgagentstate_inbox_oldest_unanswered_seconds", ()) not in m
+
+
+def test_metrics_scrape_has_the_inbox_queue(store: StateStore, viewer: str) -> None:
+    """The durable inbox's queue depth, oldest unanswered message and conversations queued, for Prometheus."""
+    store.accept("inbox_a", {"text": "oi"}, key="d1")
+    store.accept("inbox_a", {"text": "meu email"}, key="d2")
+    store.accept("inbox_b", {"text": "oi"}, key="d1")
+    store.accept("inbox_b", {"text": "oi"}, key="d1")  # the same delivery again: one message
+    m = _scrape(viewer)
+    assert m[("pgagentstate_inbox_depth", ())] == 3
+    assert m[("pgagentstate_inbox_messages", (("state", "waiting"),))] == 3
+    assert m[("pgagentstate_inbox_messages", (("state", "running"),))] == 0
+    assert m[("pgagentstate_inbox_conversations_queued", ())] == 2
+    assert m[("pgagentstate_inbox_oldest_unanswered_seconds", ())] >= 0
+    assert m[("pgagentstate_inbox_stale_leases", ())] == 0 and m[("pgagentstate_inbox_recoveries", ())] == 0
 
 
 def test_label_values_are_escaped(store: StateStore, viewer: str) -> None:

@@ -6,12 +6,16 @@ started in the window, how many of them are in each health now, their rates, stu
 effects stopped and time-to-completion quantiles. Every family is a gauge: the rows behind them are
 deleted by retention (``pgagentstate gc``), so no figure only grows, and a counter that falls would read
 as a restart to ``rate()``. Prometheus keeps the history; graph the gauges as they are.
+
+The durable inbox's figures (:class:`~pgagentstate.models.InboxMetrics`: queue depth, the oldest unanswered
+message's age, stale leases, recoveries) follow, for the whole tenant and now, not per window.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from ..models import InboxMetrics
 from ..ops.operations import HEALTH_CATEGORIES, QUANTILES, HealthPoint, HealthSeries
 
 #: Content type of the OpenMetrics text format 1.0 (Prometheus asks for it in its Accept header).
@@ -36,6 +40,36 @@ FAMILIES: tuple[tuple[str, str], ...] = (
         "Quantiles of start-to-completion time of the conversations started in the window and completed.",
     ),
 )
+
+
+#: (name, help) of the inbox's families (no labels but ``state``: the queue is the tenant's).
+INBOX_FAMILIES: tuple[tuple[str, str], ...] = (
+    (
+        "pgagentstate_inbox_messages",
+        "Inbox messages accepted and not answered (waiting, running) or given up on (failed).",
+    ),
+    ("pgagentstate_inbox_depth", "Inbox messages accepted and not answered yet (waiting + running)."),
+    ("pgagentstate_inbox_oldest_unanswered_seconds", "Age of the oldest inbox message not answered yet."),
+    ("pgagentstate_inbox_conversations_queued", "Conversations with inbox messages not answered yet."),
+    ("pgagentstate_inbox_stale_leases", "Turns whose worker let its lease run out, not taken over yet."),
+    ("pgagentstate_inbox_recoveries", "Turns another worker took over after their worker's lease ran out."),
+)
+
+
+def _inbox_samples(name: str, inbox: InboxMetrics) -> Iterator[tuple[str, float]]:
+    if name == "pgagentstate_inbox_messages":
+        for state in ("waiting", "running", "failed"):
+            yield _labels(state=state), getattr(inbox, state)
+    elif name == "pgagentstate_inbox_depth":
+        yield "", inbox.depth
+    elif name == "pgagentstate_inbox_oldest_unanswered_seconds" and inbox.oldest_seconds is not None:
+        yield "", inbox.oldest_seconds
+    elif name == "pgagentstate_inbox_conversations_queued":
+        yield "", inbox.conversations
+    elif name == "pgagentstate_inbox_stale_leases":
+        yield "", inbox.stale_leases
+    elif name == "pgagentstate_inbox_recoveries":
+        yield "", inbox.recoveries
 
 
 def _label(value: str) -> str:
@@ -76,8 +110,8 @@ def _samples(name: str, app: str, framework: str, point: HealthPoint) -> Iterato
                 yield _labels(**base, quantile=str(q)), value
 
 
-def render(series: HealthSeries) -> str:
-    """``series`` (one bucket: the window) as OpenMetrics text, ending with ``# EOF``."""
+def render(series: HealthSeries, inbox: InboxMetrics | None = None) -> str:
+    """``series`` (one bucket: the window) and ``inbox`` as OpenMetrics text, ending with ``# EOF``."""
     lines: list[str] = []
     for name, help_text in FAMILIES:
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
@@ -87,10 +121,16 @@ def render(series: HealthSeries) -> str:
             lines.append(f"{name} {_number(series.idle_seconds)}")
         else:
             for group in series.groups:
-                lines += [f"{name}{labels} {_number(v)}" for labels, v in _samples(name, group.app, group.framework,
-                                                                                   group.window)]
+                lines += [
+                    f"{name}{labels} {_number(v)}"
+                    for labels, v in _samples(name, group.app, group.framework, group.window)
+                ]
+    if inbox is not None:
+        for name, help_text in INBOX_FAMILIES:
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge"]
+            lines += [f"{name}{labels} {_number(v)}" for labels, v in _inbox_samples(name, inbox)]
     lines.append("# EOF")
     return "\n".join(lines) + "\n"
 
 
-__all__ = ["CONTENT_TYPE", "FAMILIES", "render"]
+__all__ = ["CONTENT_TYPE", "FAMILIES", "INBOX_FAMILIES", "render"]

@@ -156,7 +156,7 @@ class _Handler(BaseHTTPRequestHandler):
         series = store.run(
             operations.health_series(store.context, every=window, buckets=1, rolling=True, idle=self._idle(query))
         )
-        return metrics.render(series)
+        return metrics.render(series, store.inbox_metrics())
 
     def _list(self, query: dict[str, str]) -> Any:
         store = self.server.store
