@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -140,7 +141,10 @@ def _chromium() -> str | None:
 
 
 @pytest.mark.skipif(_chromium() is None, reason="chromium is not installed (apt-get install -y chromium)")
-def test_the_page_renders_the_demo_conversation_in_headless_chromium(viewer: str, tmp_path: Path) -> None:
+def test_the_page_renders_the_demo_conversation_in_headless_chromium(
+    viewer: str, store: StateStore, tmp_path: Path
+) -> None:
+    store.accept("queued", {"text": "oi"}, key="d1")  # one inbox message waiting: the header shows the queue
     browser = _chromium()
     assert browser is not None
     url = f"{viewer}/?id={CID}"
@@ -158,6 +162,8 @@ def test_the_page_renders_the_demo_conversation_in_headless_chromium(viewer: str
                    "+email", "duplicates stopped"):
         assert needle in dom, needle
     assert 'data-id="other"' in dom                              # the list beside it
+    assert re.search(r'data-inbox="depth"[^>]*>inbox queue<b>1</b>', dom), dom[:3000]
+    assert re.search(r'data-inbox="recoveries"[^>]*>recoveries<b>0</b>', dom)
 
     shot = tmp_path / "page.png"
     subprocess.run([*base, f"--screenshot={shot}", url], capture_output=True, text=True, timeout=120, check=True)

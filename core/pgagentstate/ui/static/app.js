@@ -64,6 +64,18 @@ function renderHealth(h) {
     el("b", {}, h.conversations[k] ?? 0)));
   chips.push(el("span", { class: h.stuck_steps ? "chip alert" : "chip" }, "stuck steps", el("b", {}, h.stuck_steps)));
   chips.push(el("span", { class: "chip" }, "duplicates stopped", el("b", {}, h.duplicate_calls_stopped)));
+  const inbox = h.inbox;
+  if (inbox) {  // the durable inbox: messages accepted and not answered yet, and turns taken over
+    chips.push(el("span", { class: "chip", "data-inbox": "depth" }, "inbox queue",
+      el("b", {}, inbox.waiting + inbox.running)));
+    if (inbox.oldest_seconds != null) {
+      chips.push(el("span", { class: "chip", "data-inbox": "oldest" }, "oldest unanswered",
+        el("b", {}, `${Math.round(inbox.oldest_seconds)} s`)));
+    }
+    chips.push(el("span", { class: inbox.stale_leases ? "chip alert" : "chip", "data-inbox": "stale" },
+      "stale leases", el("b", {}, inbox.stale_leases)));
+    chips.push(el("span", { class: "chip", "data-inbox": "recoveries" }, "recoveries", el("b", {}, inbox.recoveries)));
+  }
   box.replaceChildren(...chips);
 }
 
