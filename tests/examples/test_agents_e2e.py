@@ -76,9 +76,10 @@ def test_after_a_restart_the_agent_still_knows(cluster: Cluster) -> None:
     customer = new_customer()
     play_seed(cluster, customer)
     cluster.restart()  # every worker process replaced: nothing of the conversation is left in RAM
-    reply = cluster.deliver(customer, RECAP).replies[0]
+    # (on the seed's clock: a message after 24 hours of silence would open a new conversation)
+    reply = cluster.deliver(customer, RECAP, BASE + 600).replies[0]
     assert "#12345" in reply and "meu@email.com" in reply and "Produto chegou quebrado" in reply, reply
-    reply = cluster.deliver(customer, "Você vai enviar email com comprovante do reembolso?").replies[0]
+    reply = cluster.deliver(customer, "Você vai enviar email com comprovante do reembolso?", BASE + 660).replies[0]
     assert "meu@email.com" in reply and "reenvie" in reply
     assert len(effects_for(cluster, "email", customer)) == 1
 
