@@ -1,4 +1,5 @@
-"""The refund agent with no framework: ``store.turn`` loads the history, the dialogue's rules decide.
+"""The refund agent with no framework: ``store.turn`` loads the history, the dialogue's rules decide; what
+distillation found in the customer's earlier conversations comes from ``store.search_memory``.
 
     python examples/core_agent.py [DSN]
 
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 from pgagentstate import AsyncStateStore
 
-from refund.agents import tools_for
+from refund.agents import thread_key, tools_for
 from refund.dialogue import Msg, Reply, decide
 from refund.in_process import run
 from refund.workflow import ServiceUrls
@@ -22,7 +23,8 @@ MAX_STEPS = 8  # model calls per turn: the refund takes 4 (3 tools + the answer)
 class CoreRefundAgent:
     """The same agent with no framework: ``store.turn`` loads the history, the dialogue rules decide.
 
-    Its history is the conversation ``core:<customer>``; a turn commits only when it ends, so a crashed
+    Its history is the conversation ``core:<customer>`` (``core:<customer>~2`` for the customer's second,
+    see ``refund.agents.thread_key``); a turn commits only when it ends, so a crashed
     attempt leaves nothing behind and a retry simply runs again (the tools are durable).
     """
 
@@ -32,12 +34,16 @@ class CoreRefundAgent:
         self.store = store
         self.urls = urls
 
-    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]:
-        tools = tools_for(self.store, self.urls, customer)
+    async def respond(self, customer: str, text: str, *, retry: bool = False, conversation: int = 1) -> list[str]:
+        thread = thread_key(customer, conversation)
+        tools = tools_for(self.store, self.urls, thread)
+        # Long-term memory: the facts distillation found in the customer's conversations (pgagentstate.distill).
+        memories = [Msg("memory", str(m.value.get("text", ""))) for m in await self.store.search_memory(
+            ("memories", customer), limit=10)]
         async with self.store.turn(
-            f"core:{customer}", recent=500, create=True, framework="core", channel="whatsapp", user_id=customer
+            f"core:{thread}", recent=500, create=True, framework="core", channel="whatsapp", user_id=customer
         ) as turn:
-            history = [Msg(**e.payload) for e in turn.events]
+            history = memories + [Msg(**e.payload) for e in turn.events]
             new = [Msg("customer", text)]
             for _ in range(MAX_STEPS):
                 decision = decide(history + new)

@@ -9,9 +9,11 @@ middle of the refund, after the payment API took the money and before the result
 other worker carries on when WhatsApp delivers the message again; then, five minutes later on a simulated
 clock, the customer asks about the receipt. With ``--no-redelivery`` WhatsApp delivers each message once:
 the webhook only stores it in the durable inbox and answers 200, and when the worker running the refund is
-killed, the other worker takes the turn over once its lease runs out. Finally the chat and an audit read
-back from Postgres and from the services' own records: one refund, one email, every step completed, the
-email never asked twice.
+killed, the other worker takes the turn over once its lease runs out. Meanwhile pgagentstate's distillation
+worker, in a process of its own, turns the conversation into facts in the customer's long-term memory; two
+days later the customer writes again — a new conversation, an empty history — and the agent already knows
+the email. Finally the chats and an audit read back from Postgres and from the services' own records: one
+refund, one email, every step completed, the email never asked twice, distilled into memory once.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ from psycopg import sql
 from pgagentstate import PgAgentStateError, StateStore
 from pgagentstate.connect import resolve_dsn
 
-from refund.agents import FRAMEWORKS, LABELS
+from refund.agents import FRAMEWORKS, LABELS, channel_conversation_id
 from refund.cluster import EXAMPLES, Cluster
-from refund.dialogue import REFUND_TURN, SCRIPT
+from refund.dialogue import NEXT_CONVERSATION, REFUND_TURN, SCRIPT
 from refund.report import Audit, audit_lines, chat, collect, table
 
 if TYPE_CHECKING:
@@ -80,6 +82,33 @@ def play(cluster: Cluster, customer: str, start: datetime, chaos: RedisChaos | N
         _say(f"       answered by {delivery.worker} in {time.monotonic() - began:.1f} s")
 
 
+def wait_distilled(cluster: Cluster, store: StateStore, conversation_id: str) -> float:
+    """Seconds until the distillation worker (another process) has the conversation's last message in
+    the customer's long-term memory."""
+    began = time.monotonic()
+    while conversation_id in store.pending_distillations(100):
+        if time.monotonic() - began > 30:
+            raise RuntimeError(f"the distillation worker did not get to {conversation_id} in 30 s:\n"
+                               + cluster.log_tail(cluster.distiller))
+        time.sleep(0.05)
+    return time.monotonic() - began
+
+
+def play_next_conversation(cluster: Cluster, store: StateStore, customer: str, start: datetime) -> None:
+    """Two days later the customer writes again: a new conversation. The distillation worker has had two
+    days for the first one; here it is waited for (a fraction of a second)."""
+    waited = wait_distilled(cluster, store, channel_conversation_id(customer))
+    _say(f"    distillation worker (its own process): the conversation is in the customer's long-term memory "
+         f"(the demo waited {waited:.1f} s for it)")
+    offset, text = NEXT_CONVERSATION
+    _say(f"    ... {offset // 86400} dias depois (relógio simulado): a janela de 24 h fechou, conversa nova ...")
+    _say(f"    cliente -> {text!r}")
+    began = time.monotonic()
+    delivery = cluster.deliver(customer, text, int(start.timestamp()) + offset)
+    _say(f"       answered by {delivery.worker} in {time.monotonic() - began:.1f} s")
+    wait_distilled(cluster, store, channel_conversation_id(customer, 2))  # for the audit: the memory as it ends
+
+
 def run_framework(
     framework: str,
     *,
@@ -106,12 +135,14 @@ def run_framework(
         on_event=lambda line: _say(f"    !! {line}"),
         no_redelivery=no_redelivery,
     ) as cluster:
-        _say("    starting payment, email and WhatsApp APIs, 2 webhook workers and a round-robin proxy ...")
+        _say("    starting payment, email and WhatsApp APIs, 2 webhook workers, a round-robin proxy and the "
+             "distillation worker ...")
         cluster.wait_ready()
         _say(f"    ready in {time.monotonic() - began:.1f} s; WhatsApp customer +{customer}")
         if no_redelivery:
             _say("    WhatsApp delivers each message once: the webhook stores it in the durable inbox and answers 200")
-        play(cluster, customer, datetime.now(UTC).replace(second=0, microsecond=0), chaos)
+        start = datetime.now(UTC).replace(second=0, microsecond=0)
+        play(cluster, customer, start, chaos)
         with StateStore(dsn, schema=schema, tenant=tenant, max_size=2) as store:
             if no_redelivery:
                 inbox = store.inbox_metrics()
@@ -119,6 +150,7 @@ def run_framework(
                     f"    inbox: {inbox.recoveries} turn(s) recovered by another worker, {inbox.depth} left, "
                     f"{inbox.failed} failed"
                 )
+            play_next_conversation(cluster, store, customer, start)
             audit = collect(
                 store,
                 framework,
@@ -200,11 +232,14 @@ def run_demo(args: argparse.Namespace) -> int:
     ]
     for line in table(["framework", "refunds", "emails", "steps done", "messages", "killed", "result"], rows):
         _say(line)
+    checks = [passed for a in audits for _, passed in a.checks()]
+    _say(f"\n  checks: {sum(checks)}/{len(checks)} passed")
     if keep:
         _say(f"\n  data kept: schema {schema!r} (tenants demo-<framework>); service records in {workdir}")
     _say(f"\n  total {time.monotonic() - started:.1f} s")
     ok = all(a.ok for a in audits)
-    _say("  OK: every agent remembered the email and paid once." if ok else "  FAILED: see the checks above.")
+    _say("  OK: every agent remembered the email, paid once, and knew it again in a new conversation."
+         if ok else "  FAILED: see the checks above.")
     return 0 if ok else 1
 
 

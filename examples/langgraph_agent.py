@@ -1,6 +1,8 @@
 """The refund agent as a LangGraph graph: an ``agent`` node (the model) and a ``tools`` node, compiled with
 :class:`~pgagentstate.langgraph.PostgresCheckpointer` (the conversation) and
-:class:`~pgagentstate.langgraph.PostgresStore` (the customer's profile, long-term).
+:class:`~pgagentstate.langgraph.PostgresStore` (long-term memory: the facts pgagentstate's distillation worker
+found in the customer's earlier conversations, under ``("memories", customer)``; the agent node puts them in
+the system message).
 
     python examples/langgraph_agent.py [DSN]
 
@@ -27,8 +29,8 @@ from langgraph.graph.state import CompiledStateGraph
 from pgagentstate import AsyncStateStore
 from pgagentstate.langgraph import PostgresCheckpointer, PostgresStore
 
-from refund.agents import tools_for, use_real_model
-from refund.dialogue import CHECK_POLICY, INSTRUCTIONS, openai_tools
+from refund.agents import thread_key, tools_for, use_real_model
+from refund.dialogue import INSTRUCTIONS, MEMORY_HEADER, openai_tools
 from refund.in_process import run
 from refund.scripted_langgraph import ScriptedRefundModel
 from refund.workflow import ServiceUrls
@@ -49,7 +51,8 @@ def default_model() -> Runnable[LanguageModelInput, BaseMessage]:
 
 
 class LangGraphRefundAgent:
-    """The refund graph, one thread per WhatsApp customer (``langgraph:<customer>``)."""
+    """The refund graph, one thread per WhatsApp conversation (``langgraph:<customer>``, then
+    ``langgraph:<customer>~2``...)."""
 
     framework = "langgraph"
 
@@ -63,22 +66,23 @@ class LangGraphRefundAgent:
         self.graph = self._build()
 
     def _build(self) -> CompiledStateGraph[Any, Any, Any, Any]:
-        async def agent(state: MessagesState) -> dict[str, Any]:
-            reply = await self.model.ainvoke([SystemMessage(INSTRUCTIONS), *state["messages"]])
+        async def agent(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
+            # Long-term memory: what distillation found in the customer's earlier conversations (off the
+            # request path, see pgagentstate.distill) outlives this thread.
+            customer = str(config["configurable"]["customer"])
+            memories = await self.memory.asearch(("memories", customer), limit=10)
+            facts = [str(m.value["text"]) for m in memories if isinstance(m.value.get("text"), str)]
+            system = INSTRUCTIONS + (f"\n{MEMORY_HEADER}\n" + "\n".join(facts) if facts else "")
+            reply = await self.model.ainvoke([SystemMessage(system), *state["messages"]])
             return {"messages": [reply]}
 
         async def tools(state: MessagesState, config: RunnableConfig) -> dict[str, Any]:
-            customer = str(config["configurable"]["customer"])
-            refund = tools_for(self.store, self.urls, customer)
+            refund = tools_for(self.store, self.urls, str(config["configurable"]["thread"]))
             last = state["messages"][-1]
             assert isinstance(last, AIMessage)
             out: list[BaseMessage] = []
             for call in last.tool_calls:
                 result = await refund.call(call["name"], call["args"])
-                if call["name"] == CHECK_POLICY and "error" not in result:
-                    # Long-term memory: the profile outlives this thread (a new order, a new conversation).
-                    profile = {"email": call["args"].get("email"), "last_order": call["args"].get("order_id")}
-                    await self.memory.aput(("customers", customer), "profile", profile)
                 out.append(ToolMessage(json.dumps(result), tool_call_id=call["id"] or "", name=call["name"]))
             return {"messages": out}
 
@@ -94,11 +98,12 @@ class LangGraphRefundAgent:
         builder.add_edge("tools", "agent")
         return builder.compile(checkpointer=self.checkpointer, store=self.memory)
 
-    def config(self, customer: str) -> RunnableConfig:
-        return {"configurable": {"thread_id": f"langgraph:{customer}", "customer": customer}}
+    def config(self, customer: str, conversation: int = 1) -> RunnableConfig:
+        thread = thread_key(customer, conversation)
+        return {"configurable": {"thread_id": f"langgraph:{thread}", "thread": thread, "customer": customer}}
 
-    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]:
-        config = self.config(customer)
+    async def respond(self, customer: str, text: str, *, retry: bool = False, conversation: int = 1) -> list[str]:
+        config = self.config(customer, conversation)
         snapshot = await self.graph.aget_state(config)
         messages: list[BaseMessage] = list(snapshot.values.get("messages", []))
         last_human = next((m for m in reversed(messages) if isinstance(m, HumanMessage)), None)

@@ -1,6 +1,8 @@
 """The refund agent as an OpenAI Agents SDK ``Agent`` with function tools, run with a
 :class:`~pgagentstate.openai_agents.PostgresSession` (the conversation), the adapter's memory tools and
-instructions (long-term memory) and idempotent tools (``idempotent_function_tool``).
+instructions (long-term memory: the facts pgagentstate's distillation worker found in the customer's earlier
+conversations, put into the instructions by ``memory_instructions``) and idempotent tools
+(``idempotent_function_tool``).
 
     python examples/openai_agents_agent.py [DSN]
 
@@ -34,8 +36,8 @@ from pgagentstate.openai_agents import (
     memory_tools,
 )
 
-from refund.agents import tools_for, use_real_model
-from refund.dialogue import INSTRUCTIONS
+from refund.agents import thread_key, tools_for, use_real_model
+from refund.dialogue import INSTRUCTIONS, MEMORY_HEADER
 from refund.in_process import run
 from refund.scripted_openai_agents import ScriptedRefundModel, text_of, to_dialogue
 from refund.workflow import ServiceUrls
@@ -43,9 +45,11 @@ from refund.workflow import ServiceUrls
 
 @dataclass
 class RefundContext(StateContext):
-    """The run context: who the customer is (the adapter's tools read ``user_id`` and ``conversation_id``)."""
+    """The run context: who the customer is and which of their conversations this is (the adapter's tools
+    read ``user_id`` and ``conversation_id``)."""
 
     customer: str = ""
+    thread: str = ""  # refund.agents.thread_key
 
 
 class ToolFailed(Exception):
@@ -60,7 +64,7 @@ def make_tools(store: AsyncStateStore, urls: ServiceUrls, *, lease: float = 2.0)
     async def check_refund_policy(ctx: RunContextWrapper[RefundContext], order_id: str, email: str,
                                   reason: str) -> str:
         """Registra o pedido, o email e a razão e verifica se o reembolso é permitido pela política."""
-        return json.dumps(await tools_for(store, urls, ctx.context.customer).call(
+        return json.dumps(await tools_for(store, urls, ctx.context.thread).call(
             "check_refund_policy", {"order_id": order_id, "email": email, "reason": reason}))
 
     def per_order(what: str) -> Any:
@@ -70,14 +74,14 @@ def make_tools(store: AsyncStateStore, urls: ServiceUrls, *, lease: float = 2.0)
 
     async def process_refund(ctx: RunContextWrapper[RefundContext], order_id: str) -> str:
         """Paga o reembolso do pedido (idempotente)."""
-        result = await tools_for(store, urls, ctx.context.customer).call("process_refund", {"order_id": order_id})
+        result = await tools_for(store, urls, ctx.context.thread).call("process_refund", {"order_id": order_id})
         if "error" in result:
             raise ToolFailed(json.dumps(result))  # not recorded by the idempotent tool: a later call retries
         return json.dumps(result)
 
     async def send_confirmation(ctx: RunContextWrapper[RefundContext], order_id: str, email: str) -> str:
         """Envia o comprovante do reembolso por email (idempotente)."""
-        result = await tools_for(store, urls, ctx.context.customer).call(
+        result = await tools_for(store, urls, ctx.context.thread).call(
             "send_confirmation", {"order_id": order_id, "email": email})
         if "error" in result:
             raise ToolFailed(json.dumps(result))
@@ -96,7 +100,8 @@ def _is_user(item: Any, text: str) -> bool:
 
 
 class OpenAIAgentsRefundAgent:
-    """The refund ``Agent``; one ``PostgresSession`` per WhatsApp customer (``openai_agents:<customer>``)."""
+    """The refund ``Agent``; one ``PostgresSession`` per WhatsApp conversation (``openai_agents:<customer>``,
+    then ``openai_agents:<customer>~2``...)."""
 
     framework = "openai_agents"
 
@@ -111,16 +116,16 @@ class OpenAIAgentsRefundAgent:
                 model = ScriptedRefundModel()
         self.store = store
         self.agent: Agent[RefundContext] = Agent(
-            name="refund_agent", model=model, instructions=memory_instructions(store, INSTRUCTIONS),
-            tools=list(make_tools(store, urls)),
+            name="refund_agent", model=model, tools=list(make_tools(store, urls)),
+            instructions=memory_instructions(store, INSTRUCTIONS, header=MEMORY_HEADER),
         )
 
-    def session(self, customer: str) -> PostgresSession:
-        return PostgresSession(f"openai_agents:{customer}", store=self.store, user_id=customer, channel="whatsapp",
-                               app="refunds")
+    def session(self, customer: str, conversation: int = 1) -> PostgresSession:
+        return PostgresSession(f"openai_agents:{thread_key(customer, conversation)}", store=self.store,
+                               user_id=customer, channel="whatsapp", app="refunds")
 
-    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]:
-        session = self.session(customer)
+    async def respond(self, customer: str, text: str, *, retry: bool = False, conversation: int = 1) -> list[str]:
+        session = self.session(customer, conversation)
         if retry:
             items = await session.get_items()
             users = [i for i, item in enumerate(items) if _is_user(item, text)]
@@ -131,7 +136,8 @@ class OpenAIAgentsRefundAgent:
                     return answered  # the turn finished; only its bookkeeping was lost
                 for _ in range(len(items) - users[-1]):  # roll the crashed turn back, message included
                     await session.pop_item()
-        context = RefundContext(user_id=customer, conversation_id=session.session_id, customer=customer)
+        context = RefundContext(user_id=customer, conversation_id=session.session_id, customer=customer,
+                                thread=thread_key(customer, conversation))
         result = await Runner.run(self.agent, text, session=session, context=context, max_turns=10)
         replies = [m.text for m in to_dialogue([i.to_input_item() for i in result.new_items]) if m.role == "agent"]
         return replies or [str(result.final_output)]

@@ -579,7 +579,10 @@ class AsyncStateStore:
             return await cur.execute(with_schema(stmt.script, self._schema), prepare=False)
         params = {"tenant": self._tenant, **stmt.params}
         return await cur.execute(
-            query(stmt.name, self._schema, stmt.subs), params, prepare=self._prepare, binary=stmt.binary
+            query(stmt.name, self._schema, stmt.subs),
+            params,
+            prepare=False if stmt.custom_plan else self._prepare,
+            binary=stmt.binary,
         )
 
     async def _one(self, conn: AsyncConnection[Any], stmt: Stmt) -> Any:

@@ -33,6 +33,9 @@ class Message:
     seq: int
     role: str  # "user" (the customer) or "assistant" (the agent), or the event's author
     text: str
+    #: False for context: a message distilled before (just before the watermark), given so that a new one
+    #: can be understood (the question a new answer answers); facts come from new messages only.
+    new: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,6 +148,9 @@ class RuleExtractor:
         for m in messages:
             if m.role.lower() not in _USER_ROLES:
                 asked_reason = bool(_REASON_QUESTION.search(m.text))
+                continue
+            if not m.new:  # context: distilled already
+                asked_reason = False
                 continue
             text = m.text.strip()
             for email in _EMAIL.findall(text):

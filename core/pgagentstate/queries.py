@@ -3,7 +3,9 @@
 A file (``sql/<module>.sql``; ``sql/operations/<module>.sql`` for the modules of ``ops/operations/``) holds
 blocks that start with ``-- name: <name>``; a name is unique across all files. ``{schema}`` stands for the
 schema name and is replaced by a quoted :class:`psycopg.sql.Identifier` — never by string formatting — so a
-schema name cannot change a statement. Everything else in the text is literal SQL (braces included).
+schema name cannot change a statement. A block whose name starts with ``_`` is a fragment, not a statement:
+``{_name}`` in any block stands for its text (the conditions or CTEs several statements share, written
+once). Everything else in the text is literal SQL (braces included).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from importlib.resources.abc import Traversable
 from psycopg import sql
 
 _NAME = re.compile(r"^-- name: (\w+)\s*$", re.MULTILINE)
+_FRAGMENT = re.compile(r"\{(_\w+)\}")
 
 
 def _sql_files(folder: Traversable) -> Iterator[Traversable]:
@@ -40,7 +43,18 @@ def _raw() -> dict[str, str]:
             # statements under psycopg's 4 KiB parse cache (a longer one is parsed again on every call).
             code = "\n".join(line for line in body.splitlines() if not line.lstrip().startswith("--"))
             out[name] = code.strip().rstrip(";")
-    return out
+    fragments = {name: code for name, code in out.items() if name.startswith("_")}
+
+    def expand(code: str, seen: tuple[str, ...]) -> str:
+        def one(m: re.Match[str]) -> str:
+            name = m.group(1)
+            if name not in fragments or name in seen:
+                raise RuntimeError(f"unknown or circular SQL fragment {{{name}}} (in {seen[0]!r})")
+            return expand(fragments[name], (*seen, name))
+
+        return _FRAGMENT.sub(one, code)
+
+    return {name: expand(code, (name,)) for name, code in out.items() if not name.startswith("_")}
 
 
 def with_schema(text: str, schema: str) -> sql.Composed:

@@ -575,7 +575,12 @@ class StateStore:
         if stmt.script is not None:  # several statements: never prepared, whatever the connection's threshold
             return cur.execute(with_schema(stmt.script, self._schema), prepare=False)
         params = {"tenant": self._tenant, **stmt.params}
-        return cur.execute(query(stmt.name, self._schema, stmt.subs), params, prepare=self._prepare, binary=stmt.binary)
+        return cur.execute(
+            query(stmt.name, self._schema, stmt.subs),
+            params,
+            prepare=False if stmt.custom_plan else self._prepare,
+            binary=stmt.binary,
+        )
 
     def _one(self, conn: Connection[Any], stmt: Stmt) -> Any:
         # One cursor per connection for statements run one at a time: a cursor per statement costs ~20

@@ -28,19 +28,28 @@ class RefundAgent(Protocol):
 
     ``respond`` handles one customer message and returns the replies. ``retry=True`` says an earlier
     attempt at this same message started and did not finish (its worker crashed): the agent must resume
-    it without recording the message twice.
+    it without recording the message twice. ``conversation`` is which of the customer's conversations the
+    message belongs to (1, 2, ...: see :func:`thread_key`); what the agent knows of the customer from an
+    earlier one comes from long-term memory.
     """
 
     framework: str
 
-    async def respond(self, customer: str, text: str, *, retry: bool = False) -> list[str]: ...
+    async def respond(self, customer: str, text: str, *, retry: bool = False, conversation: int = 1) -> list[str]: ...
 
     async def aclose(self) -> None: ...
 
 
-def channel_conversation_id(customer: str) -> str:
+def thread_key(customer: str, conversation: int = 1) -> str:
+    """The customer's ``conversation``-th conversation (a WhatsApp customer service window, see
+    :mod:`.webhook`): the number for the first, ``<number>~<n>`` after. Each framework names its thread or
+    session after it, so a new conversation starts with an empty history."""
+    return customer if conversation == 1 else f"{customer}~{conversation}"
+
+
+def channel_conversation_id(customer: str, conversation: int = 1) -> str:
     """The customer's WhatsApp conversation: messages as delivered, the refund workflow and its ledger."""
-    return f"whatsapp:{customer}"
+    return f"whatsapp:{thread_key(customer, conversation)}"
 
 
 def use_real_model(key_var: str) -> bool:
@@ -48,8 +57,9 @@ def use_real_model(key_var: str) -> bool:
     return bool(os.environ.get(key_var)) and os.environ.get("PGAGENTSTATE_DEMO_SCRIPTED", "") not in ("1", "true")
 
 
-def tools_for(store: AsyncStateStore, urls: ServiceUrls, customer: str) -> RefundTools:
-    return RefundTools(store, channel_conversation_id(customer), urls)
+def tools_for(store: AsyncStateStore, urls: ServiceUrls, thread: str) -> RefundTools:
+    """The refund tools of the conversation ``thread`` (:func:`thread_key`; the customer's number for the first)."""
+    return RefundTools(store, f"whatsapp:{thread}", urls)
 
 
 def load_agent(framework: str, store: AsyncStateStore, urls: ServiceUrls, **options: Any) -> RefundAgent:

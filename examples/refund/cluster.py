@@ -1,7 +1,9 @@
-"""The demo's moving parts for one framework: services, two webhook workers, the load balancer.
+"""The demo's moving parts for one framework: services, two webhook workers, the load balancer, the
+distillation worker.
 
 :class:`Cluster` starts the payment/email/WhatsApp services (threads of this process, their records in
-SQLite files), two worker processes (``python -m refund.webhook``, run from examples/) and the round-robin proxy;
+SQLite files), two worker processes (``python -m refund.webhook``, run from examples/), the round-robin proxy
+and pgagentstate's distillation worker (``python -m pgagentstate.ui.distill_worker --follow``);
 :meth:`Cluster.deliver` plays WhatsApp: it posts a signed webhook and delivers again while the answer is
 not a 200. A watcher kills -9 the worker that stops at the requested crash point, and restarts it the
 way a process supervisor would.
@@ -120,6 +122,13 @@ class Cluster:
             self._store = StateStore(dsn, schema=schema, tenant=tenant, min_size=1, max_size=1)
         self.workers = [Worker(f"w{i + 1}", free_port(), workdir / f"w{i + 1}.log") for i in range(workers)]
         self.proxy = RoundRobinProxy([f"127.0.0.1:{w.port}" for w in self.workers])
+        # Distillation runs beside the webhook workers, never in their requests: pgagentstate's own worker,
+        # woken by the webhook's request_distill after each answered message (or every 5 s).
+        self.distiller = Worker("distiller", 0, workdir / "distiller.log")
+        self.distiller_argv = [
+            sys.executable, "-m", "pgagentstate.ui.distill_worker", "--follow", "--poll", "5",
+            "--schema", schema, "--tenant", tenant,  # the DSN from $PGAGENTSTATE_DSN (self.env)
+        ]
         self._stop = threading.Event()
         self._watcher: threading.Thread | None = None
 
@@ -131,13 +140,16 @@ class Cluster:
         self.proxy.start()
         for w in self.workers:
             self.spawn(w)
+        with self.distiller.log.open("ab") as log:
+            self.distiller.proc = subprocess.Popen(self.distiller_argv, env=self.env, stdout=log,
+                                                   stderr=subprocess.STDOUT)
         self._watcher = threading.Thread(target=self._watch, name="crash-watcher", daemon=True)
         self._watcher.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        for w in self.workers:
+        for w in [*self.workers, self.distiller]:
             self.stop_worker(w)
         self.proxy.stop()
         for svc in (self.payment, self.email, self.whatsapp):

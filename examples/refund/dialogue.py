@@ -25,6 +25,13 @@ SCRIPT: list[tuple[int, str]] = [
     (410, "Você vai enviar email com comprovante do reembolso?"),
 ]
 REFUND_TURN = 2  # the message that sets the refund going
+# Two days later the customer writes again: WhatsApp's 24-hour window has closed, so this is a new
+# conversation (a new thread or session, an empty history). The email is not in it; the agent knows it from
+# the customer's long-term memory, where the distillation worker put it after the first conversation.
+NEXT_CONVERSATION: tuple[int, str] = (
+    2 * 86400,
+    "Oi! Quero devolver mais um pedido, o #67890. Pode mandar o comprovante pro mesmo email.",
+)
 
 # Tool names: the same in every framework.
 CHECK_POLICY = "check_refund_policy"
@@ -35,6 +42,9 @@ TOOL_NAMES = (CHECK_POLICY, PROCESS_REFUND, SEND_CONFIRMATION)
 ASK_ORDER = "Claro! Qual é o número do pedido?"
 ASK_EMAIL = "Qual é seu email?"
 ASK_REASON = "Qual foi a razão da devolução?"
+# Where the agents put what long-term memory holds about the customer into the model's context (ADK's
+# PreloadMemoryTool uses its own <PAST_CONVERSATIONS> block).
+MEMORY_HEADER = "O que você já sabe deste cliente (de conversas anteriores):"
 
 INSTRUCTIONS = f"""Você é o agente de atendimento (WhatsApp) de uma loja e cuida de reembolsos.
 Fale português do Brasil, em mensagens curtas.
@@ -48,7 +58,8 @@ Fale português do Brasil, em mensagens curtas.
    conhecido (sem pedir o email de novo), que pode ter caído no spam, e ofereça reenviar.
 """
 
-Role = Literal["customer", "agent", "tool_call", "tool_result"]
+# "memory": a line of the model's context that came from long-term memory, not from this conversation.
+Role = Literal["customer", "agent", "tool_call", "tool_result", "memory"]
 
 
 @dataclass(frozen=True)
@@ -96,6 +107,20 @@ class Facts:
     policy: Mapping[str, Any] | None = None
     refund: Mapping[str, Any] | None = None
     receipt: Mapping[str, Any] | None = None
+    email_remembered: bool = False  # the email comes from long-term memory: not said in this conversation
+
+
+_MEMORY_BLOCK = re.compile(
+    rf"{re.escape(MEMORY_HEADER)}\n(.*)|<PAST_CONVERSATIONS>\n(.*?)</PAST_CONVERSATIONS>", re.DOTALL
+)
+
+
+def remembered(context: str) -> list[Msg]:
+    """The long-term memories a framework put into the model's context (instructions, or a preloaded
+    block), one ``memory`` entry per line."""
+    found = _MEMORY_BLOCK.search(context)
+    body = (found.group(1) or found.group(2) or "") if found else ""
+    return [Msg("memory", line.strip()) for line in body.splitlines() if line.strip()]
 
 
 def _ok(result: Any) -> Mapping[str, Any] | None:
@@ -103,12 +128,17 @@ def _ok(result: Any) -> Mapping[str, Any] | None:
 
 
 def facts_from(history: Sequence[Msg]) -> Facts:
-    """Order, email and reason from what the customer said; outcomes from what the tools returned."""
-    order = email = reason = None
+    """Order, email and reason from what the customer said; outcomes from what the tools returned. The
+    email may come from long-term memory when the customer did not say it in this conversation (the order
+    and the reason may not: they belong to an earlier refund)."""
+    order = email = reason = memory_email = None
     policy = refund = receipt = None
     asked_reason = False
     for msg in history:
-        if msg.role == "customer":
+        if msg.role == "memory":
+            if memory_email is None and (m := _EMAIL.search(msg.text)):
+                memory_email = m.group(0)
+        elif msg.role == "customer":
             if asked_reason and reason is None and not _EMAIL.search(msg.text):
                 reason = msg.text.strip()
             asked_reason = False
@@ -117,7 +147,7 @@ def facts_from(history: Sequence[Msg]) -> Facts:
             if m := _EMAIL.search(msg.text):
                 email = m.group(0)
         elif msg.role == "agent":
-            asked_reason = msg.text.strip() == ASK_REASON
+            asked_reason = msg.text.strip().endswith(ASK_REASON)
         elif msg.role == "tool_call" and msg.tool == CHECK_POLICY:
             reason = reason or str(msg.args.get("reason") or "") or None
         elif msg.role == "tool_result":
@@ -128,6 +158,8 @@ def facts_from(history: Sequence[Msg]) -> Facts:
                 refund = ok
             elif msg.tool == SEND_CONFIRMATION and ok is not None:
                 receipt = ok
+    if email is None and memory_email is not None:
+        return Facts(order, memory_email, reason, policy, refund, receipt, email_remembered=True)
     return Facts(order, email, reason, policy, refund, receipt)
 
 
@@ -152,20 +184,27 @@ def receipt_sent_text(f: Facts) -> str:
     )
 
 
+def ask_reason_text(f: Facts) -> str:
+    if f.email_remembered:  # a new conversation: say which email, so the customer knows it is not asked
+        return f"Claro! O comprovante vai para {f.email}, como da outra vez. {ASK_REASON}"
+    return ASK_REASON
+
+
 def recap_text(f: Facts) -> str:
     status = "reembolsado" if f.refund else "em andamento"
     return f"Pedido #{f.order_id or '?'}, email {f.email or '?'}, razão: {f.reason or '?'} — reembolso {status}."
 
 
 def decide(history: Sequence[Msg]) -> Decision:
-    """The agent's next move, from the history alone."""
-    if not history:
-        return Reply("Olá! Como posso ajudar?")
+    """The agent's next move, from the history alone (memories included: they may give the email)."""
     f = facts_from(history)
-    last = history[-1]
+    said = [m for m in history if m.role != "memory"]  # a framework may put memories after a tool's result
+    if not said:
+        return Reply("Olá! Como posso ajudar?")
+    last = said[-1]
     if last.role == "tool_result":
         return _after_tool(last, f)
-    customer = next((m.text for m in reversed(history) if m.role == "customer"), "").lower()
+    customer = next((m.text for m in reversed(said) if m.role == "customer"), "").lower()
     if any(w in customer for w in _RECAP_WORDS):
         return Reply(recap_text(f))
     if any(w in customer for w in _RECEIPT_WORDS) and f.receipt is not None:
@@ -177,7 +216,7 @@ def decide(history: Sequence[Msg]) -> Decision:
     if f.order_id is None:
         return Reply(ASK_ORDER)
     if f.reason is None:
-        return Reply(ASK_REASON)
+        return Reply(ask_reason_text(f))
     if f.policy is None:
         return ToolCall(CHECK_POLICY, {"order_id": f.order_id, "email": f.email, "reason": f.reason})
     if f.refund is None:

@@ -1,5 +1,6 @@
 """The refund dialogue's rules as an ADK ``BaseLlm``: what ``examples/adk_agent.py`` runs without an API key.
-Deterministic, and it remembers nothing itself: every fact is read back from the request's contents.
+Deterministic, and it remembers nothing itself: every fact is read back from the request's contents (the
+customer's long-term memories among them: ADK's ``PreloadMemoryTool`` puts them there).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from google.adk.models.llm_request import LlmRequest
 from google.adk.models.llm_response import LlmResponse
 from google.genai import types
 
-from .dialogue import Msg, Reply, decide
+from .dialogue import Msg, Reply, decide, remembered
 
 
 def to_dialogue(contents: list[types.Content]) -> list[Msg]:
@@ -25,6 +26,8 @@ def to_dialogue(contents: list[types.Content]) -> list[Msg]:
             elif part.function_response is not None:
                 out.append(Msg("tool_result", tool=part.function_response.name or "",
                                result=part.function_response.response))
+            elif part.text and not part.thought and "<PAST_CONVERSATIONS>" in part.text:
+                out += remembered(part.text)  # PreloadMemoryTool's block: memory, not the customer speaking
             elif part.text and not part.thought:
                 out.append(Msg("customer" if content.role == "user" else "agent", part.text))
     return out

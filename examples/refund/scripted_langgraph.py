@@ -1,5 +1,6 @@
 """The refund dialogue's rules as a LangChain chat model: what ``examples/langgraph_agent.py`` runs without an
-API key. Deterministic, and it remembers nothing itself: every fact is read back from the messages it is given.
+API key. Deterministic, and it remembers nothing itself: every fact is read back from the messages it is given
+(the system message included: the agent puts the customer's long-term memories there).
 """
 
 from __future__ import annotations
@@ -10,18 +11,20 @@ from collections.abc import Sequence
 from typing import Any
 
 from langchain_core.language_models import BaseChatModel, LanguageModelInput
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_core.outputs import ChatGeneration, ChatResult
 from langchain_core.runnables import Runnable
 
-from .dialogue import Msg, Reply, decide
+from .dialogue import Msg, Reply, decide, remembered
 
 
 def to_dialogue(messages: Sequence[BaseMessage]) -> list[Msg]:
     """LangChain messages as the dialogue rules read them."""
     out: list[Msg] = []
     for m in messages:
-        if isinstance(m, HumanMessage):
+        if isinstance(m, SystemMessage):
+            out += remembered(str(m.content))
+        elif isinstance(m, HumanMessage):
             out.append(Msg("customer", str(m.content)))
         elif isinstance(m, AIMessage):
             out += [Msg("tool_call", tool=c["name"], args=c["args"]) for c in m.tool_calls]

@@ -1,5 +1,6 @@
 """The refund dialogue's rules as an Agents SDK ``Model``: what ``examples/openai_agents_agent.py`` runs without
-an API key. Deterministic, and it remembers nothing itself: every fact is read back from the input items.
+an API key. Deterministic, and it remembers nothing itself: every fact is read back from the input items and
+the instructions (where ``memory_instructions`` puts the customer's long-term memories).
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from agents import Model, ModelResponse, Usage
 from agents.items import TResponseInputItem, TResponseStreamEvent
 from agents.testing import assistant_message, function_call
 
-from .dialogue import Msg, Reply, decide
+from .dialogue import Msg, Reply, decide, remembered
 
 
 def text_of(content: Any) -> str:
@@ -54,7 +55,7 @@ class ScriptedRefundModel(Model):
     async def get_response(
         self, system_instructions: str | None, input: str | list[TResponseInputItem], *args: Any, **kwargs: Any
     ) -> ModelResponse:
-        decision = decide(to_dialogue(input))
+        decision = decide(remembered(system_instructions or "") + to_dialogue(input))
         if isinstance(decision, Reply):
             output = assistant_message(decision.text, item_id=f"msg_{uuid.uuid4().hex[:12]}")
         else:

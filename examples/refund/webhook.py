@@ -17,6 +17,12 @@ once; every worker runs inbox workers (``store.inbox().work``) that take each co
 order, one turn at a time, and send the replies. A worker killed mid-turn stops renewing its lease, and
 another worker resumes the turn when the lease (``PGAGENTSTATE_DEMO_INBOX_LEASE`` seconds) runs out.
 
+A customer's conversation is WhatsApp's customer service window: a message more than 24 hours after the
+customer's previous one starts their next conversation (``whatsapp:<number>~2``...), a new history for the
+agent. After each answered message the webhook wakes pgagentstate's distillation worker (one NOTIFY): in
+its own process, the worker turns the conversation into facts in the customer's long-term memory, which is
+how the agent of the next conversation knows the email without asking.
+
 Run a worker from examples/: ``python -m refund.webhook --framework langgraph --port 8201`` (DSN, schema,
 tenant and service URLs from the environment; see :func:`main`).
 """
@@ -31,7 +37,7 @@ import hmac
 import json
 import os
 import sys
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import parse_qs
@@ -56,11 +62,26 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 GRAPH_VERSION = "v21.0"
+WINDOW = timedelta(hours=24)  # WhatsApp's customer service window
 
 
 def channel_ref(conversation_id: str) -> StateRef:
     """Per-conversation delivery bookkeeping: ``turn:<wamid>`` -> started / answered (with the replies)."""
     return StateRef.conversation(conversation_id, "channel")
+
+
+def customer_ref(customer: str) -> StateRef:
+    """Which conversation the customer is in: ``{"conversation": n, "last": <their latest message, ISO>}``."""
+    return StateRef.user("refunds", customer, "whatsapp")
+
+
+def conversation_number(current: Mapping[str, object] | None, sent_at: datetime) -> int:
+    """The customer's conversation for a message sent at ``sent_at``: the current one, or the next when
+    the window closed (no message from the customer for 24 hours)."""
+    if not current:
+        return 1
+    n = int(str(current["conversation"]))
+    return n + 1 if sent_at - datetime.fromisoformat(str(current["last"])) > WINDOW else n
 
 
 class WebhookService:
@@ -136,7 +157,9 @@ class WebhookService:
     async def _handle_message(self, phone_number_id: str, message: dict[str, Any], *, lock: bool = True) -> list[str]:
         customer, wamid, text = str(message["from"]), str(message["id"]), str(message["text"]["body"])
         sent_at = datetime.fromtimestamp(int(message.get("timestamp") or 0) or datetime.now(UTC).timestamp(), UTC)
-        cid = channel_conversation_id(customer)
+        current = await self.store.get_state(customer_ref(customer))
+        n = conversation_number(current.data if current else None, sent_at)
+        cid = channel_conversation_id(customer, n)
         ref, mark_key = channel_ref(cid), f"turn:{wamid}"
         await self.store.ensure_conversation(
             cid, framework=self.agent.framework, channel="whatsapp", user_id=customer, app="refunds"
@@ -159,9 +182,12 @@ class WebhookService:
                             created_at=sent_at,
                         )
                     ],
-                    state_patches=[(ref, {mark_key: {"status": "started", "worker": self.worker}})],
+                    state_patches=[
+                        (ref, {mark_key: {"status": "started", "worker": self.worker}}),
+                        (customer_ref(customer), {"conversation": n, "last": sent_at.isoformat()}),
+                    ],
                 )
-                replies = await self.agent.respond(customer, text, retry=mark is not None)
+                replies = await self.agent.respond(customer, text, retry=mark is not None, conversation=n)
                 await self.store.append_events(
                     cid,
                     [
@@ -177,6 +203,7 @@ class WebhookService:
                         (ref, {mark_key: {"status": "answered", "worker": self.worker, "replies": replies}})
                     ],
                 )
+                await self.store.request_distill(cid)  # the after-turn hook: distilled elsewhere, not here
             await self._deliver(cid, phone_number_id, customer, wamid, replies)
         return replies
 

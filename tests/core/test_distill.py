@@ -61,11 +61,31 @@ def test_the_refund_conversation_becomes_facts(store: StateStore) -> None:
     assert store.distill("nope") is None
 
 
+def test_distilled_after_every_turn_the_reason_is_still_found(store: StateStore) -> None:
+    """The after-turn hook distils each turn on its own: the answer "Produto chegou quebrado" comes in a
+    later batch than the question it answers. The extractor sees the messages just before the watermark
+    as context (``new=False``), extracting from them nothing but what they say about the new ones."""
+    store.create_conversation("c1", user_id="cliente")
+    for i in range(0, len(REFUND), 2):  # customer message, then the agent's answer: a turn
+        say(store, "c1", REFUND[i:i + 2])
+        result = store.distill("c1")
+        assert result is not None and not result.skipped
+    assert facts(store) == {"email": "email: meu@email.com", "order": "order: 12345",
+                            "reason": "reason: Produto chegou quebrado"}
+    # Context is never extracted again: an email said in the previous batch does not come back over a
+    # newer one from another conversation.
+    newer = {"kind": "fact", "topic": "email", "text": "email: novo@x.com", "facts": ["email: novo@x.com"]}
+    store.put_memory(("memories", "cliente"), "email", newer)
+    say(store, "c1", [("user", "obrigado")])
+    store.distill("c1")
+    assert facts(store)["email"] == "email: novo@x.com"
+
+
 def test_framework_layouts_and_a_pluggable_extractor(dsn: str, schema: str) -> None:
-    calls: list[tuple[list[str], list[str]]] = []
+    calls: list[tuple[list[tuple[str, bool]], list[str]]] = []
 
     def extractor(messages: Sequence[Message], known: Sequence[Fact]) -> list[Fact]:
-        calls.append(([m.text for m in messages], [f.text for f in known]))
+        calls.append(([(m.text, m.new) for m in messages], [f.text for f in known]))
         return [Fact("likes pix refunds"), Fact("likes pix refunds"), Fact("prefers Portuguese", "language")]
 
     with StateStore(dsn, schema=schema) as store:
@@ -76,7 +96,8 @@ def test_framework_layouts_and_a_pluggable_extractor(dsn: str, schema: str) -> N
         assert len(keys) == 2 and "language" in keys and any(k.startswith("fact:") for k in keys)
         say(store, "a1", [("user", "more")])
         store.distill("a1", Distiller(extractor=extractor))
-        assert calls[1][0] == ["more"] and sorted(calls[1][1]) == ["likes pix refunds", "prefers Portuguese"]
+        assert calls[1][0] == [("hello", False), ("more", True)]  # what was distilled before is context
+        assert sorted(calls[1][1]) == ["likes pix refunds", "prefers Portuguese"]
         assert len(store.search_memory(("adk", "shop", "u1", "memories"))) == 2  # no duplicates
 
 

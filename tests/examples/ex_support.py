@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import random
+import time
 from pathlib import Path
 from typing import Any
+
+from pgagentstate import StateStore
 
 from refund.cluster import Cluster, Delivery
 from refund.dialogue import SCRIPT
@@ -29,10 +32,20 @@ def start_cluster(framework: str, tmp: Path, dsn: str, schema: str) -> Cluster:
     return cluster
 
 
+BASE = 1_780_000_000  # the simulated clock's start (the webhook's timestamps)
+
+
 def play_seed(cluster: Cluster, customer: str) -> list[Delivery]:
     """The seed conversation; the last message five minutes (simulated clock) after the others."""
-    base = 1_780_000_000
-    return [cluster.deliver(customer, text, base + offset) for offset, text in SCRIPT]
+    return [cluster.deliver(customer, text, BASE + offset) for offset, text in SCRIPT]
+
+
+def wait_distilled(store: StateStore, conversation_id: str, timeout: float = 30.0) -> None:
+    """Until the cluster's distillation worker (another process) has distilled the whole conversation."""
+    deadline = time.monotonic() + timeout
+    while conversation_id in store.pending_distillations(100):
+        assert time.monotonic() < deadline, f"{conversation_id} not distilled in {timeout} s"
+        time.sleep(0.05)
 
 
 def effects_for(cluster: Cluster, service: str, customer: str) -> list[dict[str, Any]]:

@@ -9,13 +9,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from ex_support import RECAP, SEED, effects_for, new_customer, play_seed, start_cluster
+from ex_support import BASE, RECAP, SEED, effects_for, new_customer, play_seed, start_cluster, wait_distilled
 
 from pgagentstate import StateStore
 
 from refund.agents import channel_conversation_id
 from refund.cluster import Cluster
-from refund.dialogue import ASK_EMAIL, ASK_REASON
+from refund.dialogue import ASK_EMAIL, ASK_REASON, NEXT_CONVERSATION
+from refund.report import memory_namespace
 from refund.webhook import channel_ref
 
 FRAMEWORKS = ["langgraph", "adk", "openai_agents", "core"]
@@ -75,8 +76,28 @@ def test_after_a_restart_the_agent_still_knows(cluster: Cluster) -> None:
     customer = new_customer()
     play_seed(cluster, customer)
     cluster.restart()  # every worker process replaced: nothing of the conversation is left in RAM
-    reply = cluster.deliver(customer, RECAP).replies[0]
+    # (on the seed's clock: a message after 24 hours of silence would open a new conversation)
+    reply = cluster.deliver(customer, RECAP, BASE + 600).replies[0]
     assert "#12345" in reply and "meu@email.com" in reply and "Produto chegou quebrado" in reply, reply
-    reply = cluster.deliver(customer, "Você vai enviar email com comprovante do reembolso?").replies[0]
+    reply = cluster.deliver(customer, "Você vai enviar email com comprovante do reembolso?", BASE + 660).replies[0]
     assert "meu@email.com" in reply and "reenvie" in reply
     assert len(effects_for(cluster, "email", customer)) == 1
+
+
+def test_a_new_conversation_knows_the_email_from_long_term_memory(cluster: Cluster, dsn: str,
+                                                                   module_schema: str) -> None:
+    """Two days later (the 24-hour window closed) the customer writes again: a new conversation with an
+    empty history, and the agent does not ask the email. It knows it from the customer's long-term memory,
+    where the distillation worker (its own process) put it, read through the framework's own memory: the
+    LangGraph store, ADK's PreloadMemoryTool on PostgresMemoryService, the Agents SDK's memory instructions."""
+    customer = new_customer()
+    play_seed(cluster, customer)
+    with StateStore(dsn, schema=module_schema, tenant=f"t-{cluster.framework}", max_size=1) as store:
+        wait_distilled(store, channel_conversation_id(customer))
+        offset, text = NEXT_CONVERSATION
+        replies = cluster.deliver(customer, text, BASE + offset).replies
+        assert "meu@email.com" in replies[0] and ASK_REASON in replies[0] and ASK_EMAIL not in replies, replies
+        assert len(store.list_events(channel_conversation_id(customer, 2))) == 2  # a conversation of its own
+        assert len(store.list_events(channel_conversation_id(customer))) == 2 * len(SEED)
+        email = store.get_memory(memory_namespace(cluster.framework, customer), "email")
+        assert email is not None and email.value["text"] == "email: meu@email.com" and email.version == 1

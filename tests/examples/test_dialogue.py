@@ -8,6 +8,8 @@ from refund.dialogue import (
     ASK_EMAIL,
     ASK_REASON,
     CHECK_POLICY,
+    MEMORY_HEADER,
+    NEXT_CONVERSATION,
     PROCESS_REFUND,
     SEND_CONFIRMATION,
     Msg,
@@ -15,6 +17,7 @@ from refund.dialogue import (
     ToolCall,
     decide,
     facts_from,
+    remembered,
 )
 
 RESULTS: dict[str, dict[str, Any]] = {
@@ -85,3 +88,35 @@ def test_ineligible_refund_is_refused() -> None:
                                                     result={"eligible": False, "why": "fora do prazo"})]
     decision = decide(history)
     assert isinstance(decision, Reply) and "fora do prazo" in decision.text
+
+
+def test_a_new_conversation_takes_the_email_from_long_term_memory() -> None:
+    """The next conversation has no history; what the framework puts into the model's context from
+    long-term memory gives the email (not the order or the reason: they belong to the earlier refund)."""
+    text = NEXT_CONVERSATION[1]
+    assert decide([Msg("customer", text)]) == Reply(ASK_EMAIL)  # without memory: the seed's failure again
+    instructions = f"Você é o agente.\n{MEMORY_HEADER}\n- email: email: meu@email.com\n- order: order: 12345"
+    preloaded = ("...\n<PAST_CONVERSATIONS>\nemail: meu@email.com\nreason: Produto chegou quebrado\n"
+                 "</PAST_CONVERSATIONS>\n")
+    for context in (instructions, preloaded):
+        history = [*remembered(context), Msg("customer", text)]
+        f = facts_from(history)
+        assert (f.email, f.email_remembered, f.order_id, f.reason) == ("meu@email.com", True, "67890", None)
+        decision = decide(history)
+        assert isinstance(decision, Reply) and "meu@email.com" in decision.text
+        assert decision.text.endswith(ASK_REASON)
+        history.append(Msg("agent", decision.text))
+        assert turn(history, "Veio faltando uma peça")[1] == [CHECK_POLICY, PROCESS_REFUND, SEND_CONFIRMATION]
+        assert facts_from(history).reason == "Veio faltando uma peça"  # the question above asked for it
+    assert remembered("Você é o agente.") == []
+
+
+def test_what_the_customer_says_wins_over_memory_and_memory_never_ends_a_turn() -> None:
+    history = [*remembered(f"{MEMORY_HEADER}\nemail: velho@email.com"), Msg("customer", "pedido #555, novo@email.com")]
+    assert facts_from(history).email == "novo@email.com" and not facts_from(history).email_remembered
+    # ADK puts its preloaded memories after a tool's result when the model continues a tool-call turn.
+    history = [Msg("customer", "pedido #555 eu@x.com"), Msg("agent", ASK_REASON), Msg("customer", "quebrou"),
+               Msg("tool_call", tool=CHECK_POLICY, args={}), Msg("tool_result", tool=CHECK_POLICY,
+                                                             result=RESULTS[CHECK_POLICY]),
+               *remembered("<PAST_CONVERSATIONS>\nemail: eu@x.com\n</PAST_CONVERSATIONS>")]
+    assert decide(history) == ToolCall(PROCESS_REFUND, {"order_id": "555"})

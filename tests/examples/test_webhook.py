@@ -9,7 +9,7 @@ import urllib.request
 from collections.abc import Iterator
 
 import pytest
-from ex_support import SEED, effects_for, new_customer, start_cluster
+from ex_support import BASE, SEED, effects_for, new_customer, start_cluster
 
 from pgagentstate import StateStore
 
@@ -93,3 +93,14 @@ def test_double_texting_is_serialised(cluster: Cluster, dsn: str, module_schema:
     assert [e.seq for e in events] == list(range(1, 11))
     roles = [json.dumps(e.payload["role"]) for e in events[-4:]]
     assert roles == ['"customer"', '"agent"', '"customer"', '"agent"']  # never interleaved
+
+
+def test_a_message_after_the_24_hour_window_starts_a_new_conversation(cluster: Cluster, dsn: str,
+                                                                        module_schema: str) -> None:
+    customer = new_customer()
+    assert cluster.deliver(customer, SEED[0], BASE).replies == [ASK_EMAIL]
+    assert cluster.deliver(customer, SEED[0], BASE + 24 * 3600).replies == [ASK_EMAIL]  # 24 h: still open
+    assert cluster.deliver(customer, SEED[0], BASE + 48 * 3600 + 1).replies == [ASK_EMAIL]  # 24 h of silence
+    with StateStore(dsn, schema=module_schema, tenant="t-core", max_size=1) as store:
+        assert len(store.list_events(channel_conversation_id(customer))) == 4
+        assert len(store.list_events(channel_conversation_id(customer, 2))) == 2

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -19,6 +19,9 @@ from .base import Call, Ctx, Op, Stmt, Tx, many, one
 
 # How many of the user's known facts the extractor sees (to consolidate with).
 _KNOWN = 200
+# Events before the watermark the extractor sees as context (Message.new False): distilled after every turn,
+# an answer ("Produto chegou quebrado") comes one batch after the question it answers.
+_CONTEXT = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +76,8 @@ def _known(memories: list[Memory]) -> list[Fact]:
 def work(ctx: Ctx, p: Plan, distiller: Distiller) -> Op[dict[str, Any]]:
     """Extract the facts of the events in (watermark, seq] and commit them with the watermark."""
     events = yield from event_ops.list_(
-        ctx, p.conversation_id, limit=None, after_seq=p.watermark, since=None, kinds=None, decode=True
+        ctx, p.conversation_id, limit=None, after_seq=max(0, p.watermark - _CONTEXT), since=None, kinds=None,
+        decode=True,
     )
     events = [e for e in events if e.seq <= p.seq]
     namespace = distiller.namespace_for(p.app, p.user_id, p.conversation_id, p.framework)
@@ -82,9 +86,9 @@ def work(ctx: Ctx, p: Plan, distiller: Distiller) -> Op[dict[str, Any]]:
         mode="text",
     )
     by_key = {m.key: m for m in existing}
-    messages = distiller.messages(events)
+    messages = [m if m.seq > p.watermark else replace(m, new=False) for m in distiller.messages(events)]
     facts: list[Fact] = []
-    if messages:
+    if any(m.new for m in messages):
         produced = yield Call(distiller.extractor, (messages, _known(existing)))
         facts = [f for f in produced if isinstance(f, Fact) and f.text.strip()]
     now = datetime.now(UTC).isoformat()

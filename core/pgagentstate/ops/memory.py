@@ -14,7 +14,7 @@ from ..models import Memory
 from ..sealing import seal
 from . import memory_index
 from .base import Ctx, Op, count, many, one
-from .memory_rows import SEP, contains, memory_ad, memory_from_row, ns_path
+from .memory_rows import SEP, contains, memory_ad, memory_from_row, ns_path, word_params
 
 # The greatest code point: every path that starts with a prefix sorts below prefix + this (C collation).
 _TOP = "\U0010ffff"
@@ -251,12 +251,10 @@ def search(
     if ctx.cipher is not None and (words is not None or filter is not None):
         # The server cannot search or compare ciphertexts: filter and rank the decrypted items here.
         rows = yield from many(
-            "memory_search",
+            "memory_list",
             replica=not refresh_ttl,
             **pattern_params(labels, None),
             user_id=user_id,
-            tsq=None,
-            words=None,
             added=words is not None,
             filter=None,
             limit=None,
@@ -265,19 +263,19 @@ def search(
         )
         found = [memory_from_row(ctx, r) for r in rows]
         return local_search(found, words, filter)[offset : offset + limit]
-    rows = yield from many(
-        "memory_search",
-        replica=not refresh_ttl,
-        **pattern_params(labels, None),
-        user_id=user_id,
-        tsq=None if words is None else " | ".join(f"({textsearch.tsquery(w)})" for w in words),
-        words=None if words is None else [textsearch.tsquery(w) for w in words],
-        added=False,
-        filter=filter_json,
-        limit=limit,
-        offset=offset,
-        refresh=refresh_ttl,
-    )
+    scope: dict[str, Any] = {**pattern_params(labels, None), "user_id": user_id, "filter": filter_json}
+    page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh": refresh_ttl}
+    if words is None:
+        rows = yield from many("memory_list", replica=not refresh_ttl, **scope, **page, added=False)
+    else:
+        rows = yield from many(
+            "memory_search",
+            replica=not refresh_ttl,
+            custom_plan=True,  # the range or the full-text index: which one depends on the values
+            **scope,
+            **page,
+            **word_params(words),
+        )
     return [memory_from_row(ctx, r) for r in rows]
 
 

@@ -20,7 +20,7 @@ from ..errors import InvalidInput
 from ..models import Memory
 from ..sealing import ad
 from .base import Call, Ctx, Op, Row, Stmt, Tx
-from .memory_rows import contains, memory_from_row, ns_path
+from .memory_rows import contains, memory_from_row, ns_path, word_params
 
 _OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
 _OPCLASS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
@@ -318,19 +318,17 @@ def search(
         "offset": offset,
         "refresh": refresh_ttl,
     }
+    params["depth"] = depth
     name = "memory_search_vector"
     if words:
         name = "memory_search_hybrid"
-        params["depth"] = depth
-        params["tsq"] = " | ".join(f"({textsearch.tsquery(w)})" for w in words)
-        params["words"] = [textsearch.tsquery(w) for w in words]
-    else:
-        params["need"] = need
+        params.update(word_params(words))
     stmts: list[Stmt] = []
     if mode.ann_index:
         settings = {"ef_search": str(min(ann_limit, 1000)), "probes": str(vs.index.probes)}
         stmts.append(Stmt("memory_ann_settings", settings, "none"))
-    stmts.append(Stmt(name, params, "all", subs=_subs(vs, mode)))
+    # A custom plan: as for memory_search, the best one depends on the namespace's size and the words.
+    stmts.append(Stmt(name, params, "all", subs=_subs(vs, mode), custom_plan=True))
     results = yield Tx(tuple(stmts), replica=not refresh_ttl)
     return [memory_from_row(ctx, r) for r in results[-1]]
 
@@ -349,7 +347,7 @@ def _search_here(
 ) -> Op[list[Memory]]:
     """Decrypt the items (and sealed embeddings) under the prefix and rank them here, as the SQL would."""
     (rows,) = yield Tx(
-        (Stmt("memory_search_local", {**pattern, "user_id": user_id, "dims": vs.index.dims}, "all"),),
+        (Stmt("memory_search_local", {**pattern, "user_id": user_id, "filter": None, "dims": vs.index.dims}, "all"),),
         replica=True,
     )
     distance = vs.index.distance

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .. import textsearch
 from ..crypto import AD
 from ..models import Memory
 from ..sealing import ad, unseal
@@ -43,3 +44,10 @@ def contains(value: Any, pattern: Any) -> bool:
     if isinstance(pattern, list):
         return isinstance(value, list) and all(any(contains(v, p) for v in value) for p in pattern)
     return bool(value == pattern)
+
+
+def word_params(words: Sequence[Sequence[str]]) -> dict[str, Any]:
+    """A query's words (:func:`~pgagentstate.textsearch.query_words`) as memory_search and
+    memory_search_hybrid take them: one tsquery per word, and their OR, which the full-text index serves."""
+    tsqueries = [textsearch.tsquery(w) for w in words]
+    return {"tsq": " | ".join(f"({q})" for q in tsqueries), "words": tsqueries}

@@ -81,12 +81,13 @@ FROM up
 -- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan).
 SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true)
 
--- name: memory_search_vector
--- Nearest items by meaning. `ann`: the index's nearest embeddings of the whole tenant, then the namespace,
--- filters and expiry; when fewer than %(need)s (limit + offset) items pass (a selective filter, a small
--- namespace in a large table), `exact` ranks every embedding that passes them instead, so a filter never
--- loses a result the way a filtered HNSW scan does. Without an ANN index (%(ann)s false), only `exact`.
-WITH ann AS MATERIALIZED (
+-- name: _memory_nearest
+-- (A fragment: see queries.py.) CTE `nearest`: the %(depth)s items in scope nearest by meaning, with their
+-- distance. `ann`: the index's nearest embeddings of the whole tenant, then the namespace, filters and
+-- expiry; when fewer than %(depth)s items pass (a selective filter, a small namespace in a large table),
+-- `exact` ranks every embedding that passes them instead, so a filter never loses a result the way a
+-- filtered HNSW scan does. Without an ANN index (%(ann)s false), only `exact`.
+ann AS MATERIALIZED (
     SELECT v.ns_path, v.key, {ann_dist} AS dist
     FROM {schema}.memory_vectors v
     WHERE %(ann)s AND v.dims = {dims}
@@ -96,75 +97,7 @@ WITH ann AS MATERIALIZED (
     SELECT m.ns_path, m.key, min(a.dist) AS dist
     FROM ann a
     JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
-    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND m.indexed
-    GROUP BY m.ns_path, m.key
-), exact AS (
-    SELECT m.ns_path, m.key, min({exact_dist}) AS dist
-    FROM {schema}.memories m
-    JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
-    WHERE (SELECT count(*) FROM ann_hits) < %(need)s
-      AND m.tenant_id = %(tenant)s
-      AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND m.indexed AND v.dims = {dims} AND v.embedding IS NOT NULL
-    GROUP BY m.ns_path, m.key
-    ORDER BY dist, m.ns_path, m.key
-    LIMIT %(need)s
-), ranked AS (
-    SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(need)s
-    UNION ALL
-    SELECT * FROM exact
-), hits AS (
-    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
-           m.expires_at, m.ttl_seconds, m.seq, r.dist
-    FROM ranked r
-    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
-    ORDER BY r.dist, m.seq
-    LIMIT %(limit)s OFFSET %(offset)s
-), refreshable AS (
-    -- Refreshing never waits: rows a writer holds are skipped (its write sets their expiry anyway), and
-    -- a search that waited for a row while holding others deadlocked against writers and other searches.
-    SELECT m.ns_path, m.key FROM {schema}.memories m JOIN hits ON m.ns_path = hits.ns_path AND m.key = hits.key
-    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL AND m.tenant_id = %(tenant)s
-    FOR UPDATE OF m SKIP LOCKED
-), refreshed AS (
-    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-    FROM refreshable r
-    WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
-)
-SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
-       hits.updated_at, hits.expires_at, ({score})::real
-FROM hits
-ORDER BY hits.dist, hits.seq
-
--- name: memory_search_hybrid
--- Meaning and words together: the nearest items (as memory_search_vector, %(depth)s of them) and the
--- items matching most query words (as memory_search, %(depth)s of them), fused by reciprocal rank:
--- score = 1/(60 + rank by meaning) + 1/(60 + rank by words), a missing rank adding nothing. Equal scores
--- come in the order first stored.
-WITH ann AS MATERIALIZED (
-    SELECT v.ns_path, v.key, {ann_dist} AS dist
-    FROM {schema}.memory_vectors v
-    WHERE %(ann)s AND v.dims = {dims}
-    ORDER BY {ann_dist}
-    LIMIT %(ann_limit)s
-), ann_hits AS MATERIALIZED (
-    SELECT m.ns_path, m.key, min(a.dist) AS dist
-    FROM ann a
-    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
-    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+    WHERE {_memory_scope}
       AND m.indexed
     GROUP BY m.ns_path, m.key
 ), exact AS (
@@ -172,36 +105,43 @@ WITH ann AS MATERIALIZED (
     FROM {schema}.memories m
     JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
     WHERE (SELECT count(*) FROM ann_hits) < %(depth)s
-      AND m.tenant_id = %(tenant)s
-      AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+      AND {_memory_scope}
       AND m.indexed AND v.dims = {dims} AND v.embedding IS NOT NULL
     GROUP BY m.ns_path, m.key
     ORDER BY dist, m.ns_path, m.key
     LIMIT %(depth)s
-), by_meaning AS (
+), nearest AS (
+    SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(depth)s
+    UNION ALL
+    SELECT * FROM exact
+)
+
+-- name: memory_search_vector
+-- Nearest items by meaning (%(depth)s is limit + offset).
+WITH {_memory_nearest}, hits AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds, m.seq, r.dist
+    FROM nearest r
+    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
+    ORDER BY r.dist, m.seq
+    LIMIT %(limit)s OFFSET %(offset)s
+), {_memory_refresh}
+SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
+       hits.updated_at, hits.expires_at, ({score})::real
+FROM hits
+ORDER BY hits.dist, hits.seq
+
+-- name: memory_search_hybrid
+-- Meaning and words together: the %(depth)s nearest items (as memory_search_vector) and the %(depth)s items
+-- matching most query words (as memory_search), fused by reciprocal rank:
+-- score = 1/(60 + rank by meaning) + 1/(60 + rank by words), a missing rank adding nothing. Equal scores
+-- come in the order first stored.
+WITH {_memory_nearest}, by_meaning AS (
     SELECT r.ns_path, r.key, row_number() OVER (ORDER BY r.dist, r.ns_path, r.key) AS rank
-    FROM (SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(depth)s
-          UNION ALL SELECT * FROM exact) r
+    FROM nearest r
 ), by_words AS (
     SELECT w.ns_path, w.key, row_number() OVER (ORDER BY w.matched DESC, w.seq) AS rank
-    FROM (
-        SELECT m.ns_path, m.key, m.seq,
-               (SELECT count(*) FROM unnest(%(words)s::tsquery[]) q WHERE m.search @@ q) AS matched
-        FROM {schema}.memories m
-        WHERE %(tsq)s::tsquery IS NOT NULL AND m.search @@ %(tsq)s::tsquery
-          AND m.tenant_id = %(tenant)s
-          AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-          AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-          AND (m.expires_at IS NULL OR m.expires_at > now())
-          AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-          AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-        ORDER BY matched DESC, m.seq
-        LIMIT %(depth)s
-    ) w
+    FROM ({_memory_by_words} LIMIT %(depth)s) w
 ), fused AS (
     SELECT coalesce(a.ns_path, b.ns_path) AS ns_path, coalesce(a.key, b.key) AS key,
            coalesce(1.0 / (60 + a.rank), 0) + coalesce(1.0 / (60 + b.rank), 0) AS score
@@ -213,17 +153,7 @@ WITH ann AS MATERIALIZED (
     JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = f.ns_path AND m.key = f.key
     ORDER BY f.score DESC, m.seq
     LIMIT %(limit)s OFFSET %(offset)s
-), refreshable AS (
-    -- Refreshing never waits: rows a writer holds are skipped (its write sets their expiry anyway), and
-    -- a search that waited for a row while holding others deadlocked against writers and other searches.
-    SELECT m.ns_path, m.key FROM {schema}.memories m JOIN hits ON m.ns_path = hits.ns_path AND m.key = hits.key
-    WHERE %(refresh)s AND hits.ttl_seconds IS NOT NULL AND m.tenant_id = %(tenant)s
-    FOR UPDATE OF m SKIP LOCKED
-), refreshed AS (
-    UPDATE {schema}.memories m SET expires_at = now() + make_interval(secs => m.ttl_seconds)
-    FROM refreshable r
-    WHERE m.tenant_id = %(tenant)s AND m.ns_path = r.ns_path AND m.key = r.key
-)
+), {_memory_refresh}
 SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
        hits.updated_at, hits.expires_at, hits.score::real
 FROM hits
@@ -231,7 +161,8 @@ ORDER BY hits.score DESC, hits.seq
 
 -- name: memory_search_local
 -- Candidates for a search ranked by the client (an encrypted store): every live item under the prefix,
--- with its sealed embeddings (fields and ciphertexts) and its plain ones of these dimensions.
+-- with its sealed embeddings (fields and ciphertexts) and its plain ones of these dimensions. (%(filter)s
+-- is NULL: the client filters the decrypted values.)
 SELECT m.namespace, m.key, m.value::text, m.user_id, m.version, m.created_at, m.updated_at, m.expires_at,
        NULL::real, m.indexed, coalesce(s.fields, '{}'), coalesce(s.sealed, '{}'), coalesce(p.plain, '{}'), m.seq
 FROM {schema}.memories m
@@ -247,11 +178,7 @@ LEFT JOIN LATERAL (
     WHERE v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
       AND v.dims = %(dims)s AND v.embedding IS NOT NULL
 ) p ON true
-WHERE m.tenant_id = %(tenant)s
-  AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-  AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-  AND (m.expires_at IS NULL OR m.expires_at > now())
-  AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+WHERE {_memory_scope}
 ORDER BY m.seq
 
 -- name: memory_refresh_ttl
