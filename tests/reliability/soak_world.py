@@ -50,6 +50,7 @@ from refund.agents import channel_conversation_id
 from refund.workflow import facts_ref
 
 FaultFn = Callable[[], Awaitable[None]]
+STRAY = "refunds or emails for unknown conversations"
 
 
 @dataclass
@@ -256,9 +257,14 @@ async def run_soak(pg: Any, config: SoakConfig, workdir: Path) -> Soak:
             for tag, played in plays:
                 soak.history.extend(_round_history(store, cluster, config.conversations, tag, played))
                 problems, _ = verify(store, cluster, config.conversations, tag=tag, played=played)
-                soak.promises += problems
+                # verify() takes every refund or email of another round for a stray one: checked once below
+                soak.promises += [p for p in problems if not p.startswith(STRAY)]
                 known |= {channel_conversation_id(customer_of(tag, i)) for i in range(config.conversations)}
             soak.history.effects = _effects(cluster, known)
+            paid = {str(e["key"]).split("/", 1)[0] for e in cluster.payment.ledger.effects()}
+            mailed = {str(e["key"]).split("/", 1)[0] for e in cluster.email.ledger.effects()}
+            if (paid | mailed) - known:
+                soak.promises.append(f"{STRAY}: {sorted((paid | mailed) - known)[:5]}")
     return soak
 
 
