@@ -233,6 +233,12 @@ SEVERAL_SUBJECTS = (
     "app's, as ADK's session load asks): one shard each when state is distributed by subject, one shard in all "
     "under the recommended layout (by tenant)"
 )
+CROSS_CONVERSATION = {
+    "snapshot_copy_conversation", "snapshot_copy_chunks", "snapshot_copy_blobs", "snapshot_copy_snapshots",
+    "snapshot_copy_writes", "snapshot_copy_read_chunks", "snapshot_copy_read_blobs", "snapshot_copy_read_snapshots",
+    "snapshot_copy_read_writes", "snapshot_copy_insert_chunks", "snapshot_copy_insert_blobs",
+    "snapshot_copy_insert_snapshots", "snapshot_copy_insert_writes",
+}  # fmt: skip
 EXCEPTIONS: dict[str, Allowed] = {
     "state_get_many": (SEVERAL_SUBJECTS, lambda p: len(set(p["subjects"])) > 1),
     "conversation_load": (SEVERAL_SUBJECTS, lambda p: len(set(p["subjects"])) > 1),
@@ -259,5 +265,9 @@ def test_every_statement_filters_on_the_distribution_key(
             if "Scan" in scan.node and scan.relation != "migrations" and "tenant_id" not in scan.conditions:
                 problems.append(f"{s.name}: reads {scan.relation} without a tenant filter ({scan.conditions})")
     names = {s.name for s in sent}
+    # Reads one conversation and writes another (LangGraph's copy_thread): each statement prunes, yet spans two
+    # conversations, so under distribution by conversation it is a cross-shard statement; a router query when
+    # distributed by tenant. Named here so that the list stays true.
+    assert {n for n in names if n.startswith("snapshot_copy")} <= CROSS_CONVERSATION, sorted(names)
     assert len(names) >= 40, sorted(names)  # the workload covers most of what a conversation's life sends
     assert problems == [], "\n".join(problems)
