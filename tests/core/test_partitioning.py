@@ -271,3 +271,17 @@ def test_every_statement_filters_on_the_distribution_key(
     assert {n for n in names if n.startswith("snapshot_copy")} <= CROSS_CONVERSATION, sorted(names)
     assert len(names) >= 40, sorted(names)  # the workload covers most of what a conversation's life sends
     assert problems == [], "\n".join(problems)
+
+
+def test_doctor_checks_row_level_security_of_partitioned_tables(dsn: str, big: str) -> None:
+    from pgagentstate.ops import operations
+
+    def rls(store: StateStore) -> str:
+        checks = store.run(operations.doctor(store.context, big))
+        return next(c.detail for c in checks if c.name == "row-level security")
+
+    with StateStore(dsn, schema=big, min_size=1, max_size=1) as store:
+        assert "enabled with a tenant policy" in rls(store)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("ALTER TABLE {}.events DISABLE ROW LEVEL SECURITY").format(sql.Identifier(big)))
+        assert rls(store) == "RLS or its policy is missing on events"
