@@ -2,11 +2,16 @@
 
 The server is ``$PGAGENTSTATE_TEST_DSN`` when set (CI sets it to the PostgreSQL on 127.0.0.1:5432), else
 the embedded pgserver in ``.pgagentstate/test-pg`` (started once and reused across runs).
+
+``PGAGENTSTATE_TEST_PARTITIONED=1``: the ``schema`` fixture hash-partitions the big tables of each fresh schema
+(tools/partition_schema.py, 4 partitions each: enough to show pruning, few enough to stay quick), so that the
+tests run unchanged on the layout docs/scaling.md describes. Tests that make their own schemas are not affected.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
@@ -40,12 +45,28 @@ def drop_schema(dsn: str, schema: str) -> None:
         conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
 
 
+PARTITIONED = os.environ.get("PGAGENTSTATE_TEST_PARTITIONED", "") not in ("", "0")
+
+
+def partition_schema(dsn: str, schema: str, layout: str = "big", partitions: int = 4) -> list[str]:
+    """Hash-partition ``schema``'s tables with tools/partition_schema.py (``layout``: big or conversation)."""
+    if str(ROOT / "tools") not in sys.path:
+        sys.path.insert(0, str(ROOT / "tools"))
+    import partition_schema as tool
+
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        return tool.partition(conn, schema, tool.LAYOUTS[layout], partitions)
+
+
 @pytest.fixture
 def schema(dsn: str) -> Iterator[str]:
-    """A fresh schema with every migration applied; dropped after the test."""
+    """A fresh schema with every migration applied (its big tables partitioned under
+    ``PGAGENTSTATE_TEST_PARTITIONED``); dropped after the test."""
     name = new_schema_name()
     with StateStore(dsn, schema=name, min_size=1, max_size=1) as setup_store:
         setup_store.setup()
+    if PARTITIONED:
+        partition_schema(dsn, name)
     yield name
     drop_schema(dsn, name)
 

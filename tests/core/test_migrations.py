@@ -47,9 +47,12 @@ def describe(dsn: str, schema: str) -> dict[str, list[Any]]:
         return out
 
 
-def test_migrating_from_empty_equals_the_canonical_schema(dsn: str, schema: str) -> None:
-    canonical = new_schema_name()
+def test_migrating_from_empty_equals_the_canonical_schema(dsn: str) -> None:
+    # A schema of its own, not the `schema` fixture (partitioned under PGAGENTSTATE_TEST_PARTITIONED).
+    canonical, schema = new_schema_name(), new_schema_name()
     try:
+        with StateStore(dsn, schema=schema, min_size=1, max_size=1) as store:
+            store.setup()
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute(f'CREATE SCHEMA "{canonical}"')
             conn.execute(with_schema(canonical_schema(), canonical))
@@ -58,6 +61,7 @@ def test_migrating_from_empty_equals_the_canonical_schema(dsn: str, schema: str)
         assert migrated == expected
     finally:
         drop_schema(dsn, canonical)
+        drop_schema(dsn, schema)
 
 
 def test_setup_is_idempotent_and_recorded(store: StateStore) -> None:

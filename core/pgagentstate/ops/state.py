@@ -57,6 +57,13 @@ def doc_from_row(ctx: Ctx, row: Row) -> StateDoc:
     )
 
 
+def one_subject(refs: Sequence[StateRef]) -> str | None:
+    """The subject all ``refs`` share, else None: sent as a constant so that state partitioned (or distributed)
+    by subject is read from one partition."""
+    subjects = {r.subject for r in refs}
+    return subjects.pop() if len(subjects) == 1 else None
+
+
 def get_many(ctx: Ctx, refs: Sequence[StateRef]) -> Op[list[StateDoc | None]]:
     for ref in refs:
         check_ref(ctx, ref)
@@ -67,6 +74,7 @@ def get_many(ctx: Ctx, refs: Sequence[StateRef]) -> Op[list[StateDoc | None]]:
         scopes=[r.scope for r in refs],
         apps=[r.app_name for r in refs],
         subjects=[r.subject for r in refs],
+        subject=one_subject(refs),
         names=[r.name for r in refs],
     )
     out: list[StateDoc | None] = [None] * len(refs)

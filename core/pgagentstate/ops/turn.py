@@ -48,6 +48,8 @@ def load_conversation(
         "scopes": [r.scope for r in states],
         "apps": [r.app_name for r in states],
         "subjects": [r.subject for r in states],
+        # no document asked: any constant keeps the (empty) state lookup on one partition
+        "subject": state.one_subject(states) if states else conversation_id,
         "names": [r.name for r in states],
     }
     stmts: list[Stmt] = []

@@ -146,6 +146,7 @@ WITH sel AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT b.* FROM {schema}.snapshot_blobs b
         WHERE b.tenant_id = %(tenant)s AND b.conversation_id = k.conversation_id AND b.namespace = k.namespace
+          AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
           AND b.channel = k.channel AND b.version = k.version
         LIMIT 1) AS b
 ), refs AS MATERIALIZED (
@@ -157,6 +158,7 @@ WITH sel AS MATERIALIZED (
     CROSS JOIN LATERAL (
         SELECT b.* FROM {schema}.snapshot_blobs b
         WHERE b.tenant_id = %(tenant)s AND b.conversation_id = r.conversation_id AND b.namespace = r.namespace
+          AND (%(conversation_id)s::text IS NULL OR b.conversation_id = %(conversation_id)s)
           AND b.channel = r.channel AND b.version = r.base
         LIMIT 1) AS b
 )
@@ -164,6 +166,7 @@ SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.paren
        sel.data, sel.metadata::text, sel.channel_versions::text, NULL::text[], NULL::int,
        NOT EXISTS (SELECT 1 FROM {schema}.snapshots n
                    WHERE n.tenant_id = %(tenant)s AND n.conversation_id = sel.conversation_id
+                     AND (%(conversation_id)s::text IS NULL OR n.conversation_id = %(conversation_id)s)
                      AND n.namespace = sel.namespace AND n.snapshot_id > sel.snapshot_id)
 FROM sel
 UNION ALL
@@ -178,6 +181,7 @@ CROSS JOIN LATERAL (
            string_agg(c.hash, ' ') AS hashes
     FROM {schema}.snapshot_chunks c
     WHERE c.tenant_id = %(tenant)s AND c.conversation_id = n.conversation_id
+      AND (%(conversation_id)s::text IS NULL OR c.conversation_id = %(conversation_id)s)
       AND c.hash IN (SELECT unnest(r.chunks) FROM refs r)) AS c
 WHERE c.data IS NOT NULL
 UNION ALL
@@ -187,6 +191,7 @@ FROM sel
 CROSS JOIN LATERAL (
     SELECT w.* FROM {schema}.snapshot_writes w
     WHERE w.tenant_id = %(tenant)s AND w.conversation_id = sel.conversation_id AND w.namespace = sel.namespace
+      AND (%(conversation_id)s::text IS NULL OR w.conversation_id = %(conversation_id)s)
       AND w.snapshot_id = sel.snapshot_id
     OFFSET 0) AS w
 
@@ -207,14 +212,14 @@ WITH RECURSIVE chain AS (
     SELECT p.snapshot_id, p.parent_id, p.channel_versions, 1 AS depth, x.remaining, x.seeded
     FROM {schema}.snapshots t
     JOIN {schema}.snapshots p
-      ON p.tenant_id = t.tenant_id AND p.conversation_id = t.conversation_id AND p.namespace = t.namespace
+      ON p.tenant_id = %(tenant)s AND p.conversation_id = %(conversation_id)s AND p.namespace = %(namespace)s
      AND p.snapshot_id = t.parent_id
     CROSS JOIN LATERAL (
         SELECT coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NULL), '{}') AS remaining,
                coalesce(array_agg(ch.name) FILTER (WHERE b.channel IS NOT NULL), '{}') AS seeded
         FROM unnest(%(channels)s::text[]) AS ch(name)
         LEFT JOIN {schema}.snapshot_blobs b
-          ON b.tenant_id = p.tenant_id AND b.conversation_id = p.conversation_id AND b.namespace = p.namespace
+          ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
          AND b.channel = ch.name AND b.version = p.channel_versions ->> ch.name
     ) AS x
     WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s AND t.namespace = %(namespace)s

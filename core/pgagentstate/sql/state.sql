@@ -9,6 +9,9 @@ FROM unnest(%(scopes)s::text[], %(apps)s::text[], %(subjects)s::text[], %(names)
      WITH ORDINALITY AS r(scope, app, subject, name, ord)
 JOIN {schema}.state_documents d
   ON d.tenant_id = %(tenant)s AND d.scope = r.scope AND d.app = r.app AND d.subject = r.subject AND d.name = r.name
+ -- all documents of one subject (the usual case): the subject as a constant too, so that a table partitioned
+ -- or distributed by subject is pruned at plan time (tests/core/test_partitioning.py)
+ AND (%(subject)s::text IS NULL OR d.subject = %(subject)s)
 
 -- name: state_upsert
 -- Create, or (when %(expected_version)s is NULL) update unconditionally. %(replace)s: whole document;

@@ -17,7 +17,7 @@ SELECT c.relname, c.relrowsecurity, c.relforcerowsecurity, pg_get_userbyid(c.rel
        pg_has_role(current_user, c.relowner, 'MEMBER'),
        (SELECT count(*) FROM pg_policies p WHERE p.schemaname = n.nspname AND p.tablename = c.relname)
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema_name)s AND c.relkind = 'r' AND c.relname <> 'migrations'
+WHERE n.nspname = %(schema_name)s AND c.relkind IN ('r', 'p') AND c.relname <> 'migrations'
 ORDER BY c.relname
 
 -- name: ops_doctor_encryption
