@@ -142,7 +142,11 @@ def dump_blob(
     """A list becomes one chunk per element (type-tagged), anything else one chunk. ``hashes`` is set for
     lists (the caller needs them; with a cache, most are known without hashing)."""
     if type(value) is not list:
+        # One chunk, written once per version of its channel (a turn's input: ~420 bytes of msgpack
+        # become ~150), so deflating it costs one call per write.
         typ, data = serde.dumps_typed(value)
+        if len(data) > 64:
+            typ, data = _compress(typ, data)
         return SnapshotBlob(channel, version, typ, (data,))
     if cache is None:
         pieces = tuple(_piece(serde, v) for v in value)
@@ -241,7 +245,8 @@ class Decoder:
             return [self.piece(c) for c in blob.chunks]
         key = id(blob)
         if key not in self._values:
-            self._values[key] = self.serde.loads_typed((blob.type, b"".join(cast(tuple[bytes, ...], blob.chunks))))
+            data = b"".join(cast(tuple[bytes, ...], blob.chunks))
+            self._values[key] = self.serde.loads_typed(_decompress(blob.type, data))
         return self._values[key]
 
 
