@@ -10,6 +10,7 @@ Storage layout of one checkpoint:
   the same query;
 - one blob per other channel whose version changed. A list becomes one chunk per element: the core stores
   chunks by content hash, so a message list that only grew costs the new messages, not the whole list.
+  Any other value is one chunk, deflated like ``data`` when that is smaller.
 """
 
 from __future__ import annotations
