@@ -1,6 +1,11 @@
 """PostgresCheckpointer vs langgraph-checkpoint-postgres's PostgresSaver, side by side, one run.
 
     .venv/bin/python benchmarks/bench_langgraph.py [--turns 50] [--rounds 3] [--workers 8] [--puts 150]
+    .venv/bin/python benchmarks/bench_langgraph.py --bytes-only 11 [--turns 50]
+
+``--bytes-only N`` times nothing: it grows N threads per library, one after the other, and prints the bytes
+of the first thread and of each further one (the growth from thread 2 to N, divided by N - 1), which
+leaves out what each table pays once (free-space maps, first index pages, the first conversation).
 
 Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:5432/postgres), each library
 in a fresh schema of its own, measurements interleaved (peer, ours, ours with message_cache, in a rotating
@@ -250,13 +255,49 @@ def bench_concurrency(peer_schema: str, ours_schema: str, workers: int, puts: in
     return statistics.median(rates["peer"]), statistics.median(rates["ours"])
 
 
+def bytes_only(turns: int, threads: int) -> None:
+    """Bytes of the first thread and of each further one, per library, without timing anything."""
+    with schemas() as (peer_schema, ours_schema, _), \
+            ConnectionPool(DSN, min_size=1, max_size=2, kwargs=peer_kwargs(peer_schema)) as ppool, \
+            PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema, max_size=2) as ours:
+        peer = PostgresSaver(ppool)  # type: ignore[arg-type]
+        peer.setup()
+        ours.setup()
+        totals: dict[str, list[int]] = {}
+        for who, saver, schema in (("peer", peer, peer_schema), ("ours", ours, ours_schema)):
+            _rng.seed(12345)  # the same messages for both
+            graph = graph_builder().compile(checkpointer=saver)
+            sizes = [table_bytes(schema)]
+            for t in range(threads):
+                # As long as the timed threads' ids (every row repeats the thread id: its length counts).
+                config: RunnableConfig = {"configurable": {"thread_id": f"bench-sync-{who}-{t:02d}"}}
+                for turn in range(turns):
+                    graph.invoke(user_message(turn), config)
+                sizes.append(table_bytes(schema))
+            totals[who] = [sum(map(sum, s.values())) for s in sizes]
+            print(f"{who}, first thread, KiB heap/maps/indexes: {grown(sizes[0], sizes[1])}")
+            if threads > 1:
+                print(f"{who}, threads 2-{threads}, KiB heap/maps/indexes: {grown(sizes[1], sizes[-1])}")
+    target = "target <= 0.15" if turns >= 200 else "target <= 0.30"  # issue 13
+    first = {who: (t[1] - t[0]) / 1024 for who, t in totals.items()}
+    print(ratio_line(f"bytes, first {turns}-turn thread", first["peer"], first["ours"], "KiB", target))
+    if threads > 1:
+        more = {who: (t[-1] - t[1]) / 1024 / (threads - 1) for who, t in totals.items()}
+        print(ratio_line(f"bytes, each further {turns}-turn thread", more["peer"], more["ours"], "KiB", target))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--turns", type=int, default=50)
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--puts", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="threads per contestant for (a)invoke")
+    parser.add_argument("--bytes-only", type=int, default=0, metavar="N",
+                        help="only count bytes, over N threads per library")
     args = parser.parse_args()
+    if args.bytes_only:
+        bytes_only(args.turns, args.bytes_only)
+        return
     lines: list[str] = []
     with schemas() as (peer_schema, ours_schema, cached_schema):
         with ConnectionPool(DSN, min_size=1, max_size=4, kwargs=peer_kwargs(peer_schema)) as ppool, \

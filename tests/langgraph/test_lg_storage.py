@@ -11,6 +11,7 @@ from langchain_core.messages import HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.channels.delta import DeltaChannel
 from langgraph.checkpoint.base import empty_checkpoint
+from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.graph import END, START, StateGraph
 from lg_graphs import cfg, three_nodes
 from psycopg import sql
@@ -76,6 +77,25 @@ def test_a_growing_list_stores_each_hash_about_once(saver: PostgresCheckpointer,
     stored = sum(r[2] for r in rows)
     as_lists = sum(range(1, 81))  # what storing each version's whole list of hashes would take
     assert stored < as_lists / 4
+
+
+def test_a_turn_input_is_stored_deflated(saver: PostgresCheckpointer, dsn: str, schema: str) -> None:
+    """A value stored as one chunk (a turn's input, {"messages": [...]}) is deflated with the preset
+    dictionary, as checkpoint bodies are, and reads back the same."""
+    text = "Where is my parcel? It was due on Monday and the tracking page has not changed since."
+    three_nodes().compile(checkpointer=saver).invoke({"messages": [HumanMessage(text)]}, cfg("input"))
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            sql.SQL("SELECT b.type, octet_length(c.data) FROM {s}.snapshot_blobs b JOIN {s}.snapshot_chunks c "
+                    "ON c.conversation_id = b.conversation_id AND c.hash = b.chunks[1] "
+                    "WHERE b.conversation_id = 'input' AND b.channel = '__start__'").format(s=sql.Identifier(schema)),
+        ).fetchall()
+    serde = JsonPlusSerializer()
+    raw = len(serde.dumps_typed({"messages": [HumanMessage(text)]})[1])
+    assert rows and all(typ == "z1:msgpack" and size < raw * 0.7 for typ, size in rows), (rows, raw)
+    first = list(saver.list(cfg("input")))[-1]  # the input checkpoint: its __start__ value is that blob
+    (message,) = first.checkpoint["channel_values"]["__start__"]["messages"]
+    assert message.content == text
 
 
 def test_keep_latest_prune_keeps_the_base_of_the_latest_list(saver: PostgresCheckpointer) -> None:

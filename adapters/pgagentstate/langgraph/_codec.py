@@ -10,6 +10,7 @@ Storage layout of one checkpoint:
   the same query;
 - one blob per other channel whose version changed. A list becomes one chunk per element: the core stores
   chunks by content hash, so a message list that only grew costs the new messages, not the whole list.
+  Any other value is one chunk, deflated like ``data`` when that is smaller.
 """
 
 from __future__ import annotations
@@ -109,7 +110,11 @@ def dump_blob(
     """A list becomes one chunk per element (type-tagged), anything else one chunk. ``hashes`` is set for
     lists (the caller needs them; with a cache, most are known without hashing)."""
     if type(value) is not list:
+        # One chunk, written once per version of its channel (a turn's input: ~420 bytes of msgpack
+        # become ~150), so deflating it costs one call per write.
         typ, data = serde.dumps_typed(value)
+        if len(data) > 64:
+            typ, data = _compress(typ, data)
         return SnapshotBlob(channel, version, typ, (data,))
     if cache is None:
         pieces = tuple(_piece(serde, v) for v in value)
@@ -208,7 +213,8 @@ class Decoder:
             return [self.piece(c) for c in blob.chunks]
         key = id(blob)
         if key not in self._values:
-            self._values[key] = self.serde.loads_typed((blob.type, b"".join(cast(tuple[bytes, ...], blob.chunks))))
+            data = b"".join(cast(tuple[bytes, ...], blob.chunks))
+            self._values[key] = self.serde.loads_typed(_decompress(blob.type, data))
         return self._values[key]
 
 
