@@ -78,31 +78,38 @@ SELECT up.namespace, up.key, up.value::text, up.user_id, up.version, up.created_
 FROM up
 
 -- name: memory_ann_settings
--- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan).
-SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true)
+-- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan), and
+-- a plan made for this search's values: the generic plan of a prepared search guesses that a namespace
+-- range holds 0.5% of the rows, so that the index would have to be walked far to fill a page, and ranks
+-- every row instead (10k rows: 220 ms instead of 12; planning each search costs ~1 ms).
+SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true)
 
 -- name: memory_search_vector
 -- Nearest items by meaning. `ann`: the index's nearest embeddings of the whole tenant, then the namespace,
 -- filters and expiry; when fewer than %(need)s (limit + offset) items pass (a selective filter, a small
 -- namespace in a large table), `exact` ranks every embedding that passes them instead, so a filter never
 -- loses a result the way a filtered HNSW scan does. Without an ANN index (%(ann)s false), only `exact`.
-WITH ann AS MATERIALIZED (
-    SELECT v.ns_path, v.key, {ann_dist} AS dist
-    FROM {schema}.memory_vectors v
-    WHERE %(ann)s AND v.dims = {dims}
-    ORDER BY {ann_dist}
-    LIMIT %(ann_limit)s
-), ann_hits AS MATERIALIZED (
-    SELECT m.ns_path, m.key, min(a.dist) AS dist
-    FROM ann a
-    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
-    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND m.indexed
-    GROUP BY m.ns_path, m.key
+WITH ann_hits AS MATERIALIZED (
+    -- The index's nearest embeddings, joined and filtered as they come: the scan stops at
+    -- %(ann_limit)s passing rows (needed items x embedded fields, so at least the items needed), and
+    -- never reads more than the hnsw.ef_search candidates pgvector returns.
+    SELECT a.ns_path, a.key, min(a.dist) AS dist
+    FROM (
+        SELECT v.ns_path, v.key, {ann_dist} AS dist
+        FROM {schema}.memory_vectors v
+        JOIN {schema}.memories m ON m.tenant_id = v.tenant_id AND m.ns_path = v.ns_path AND m.key = v.key
+        WHERE %(ann)s AND v.dims = {dims} AND v.tenant_id = %(tenant)s
+          AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+          AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+          AND (m.expires_at IS NULL OR m.expires_at > now())
+          AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+          AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+          AND m.indexed
+        ORDER BY {ann_dist}
+        LIMIT %(ann_limit)s
+    ) a
+    GROUP BY a.ns_path, a.key
 ), exact AS (
     SELECT m.ns_path, m.key, min({exact_dist}) AS dist
     FROM {schema}.memories m
@@ -150,23 +157,26 @@ ORDER BY hits.dist, hits.seq
 -- items matching most query words (as memory_search, %(depth)s of them), fused by reciprocal rank:
 -- score = 1/(60 + rank by meaning) + 1/(60 + rank by words), a missing rank adding nothing. Equal scores
 -- come in the order first stored.
-WITH ann AS MATERIALIZED (
-    SELECT v.ns_path, v.key, {ann_dist} AS dist
-    FROM {schema}.memory_vectors v
-    WHERE %(ann)s AND v.dims = {dims}
-    ORDER BY {ann_dist}
-    LIMIT %(ann_limit)s
-), ann_hits AS MATERIALIZED (
-    SELECT m.ns_path, m.key, min(a.dist) AS dist
-    FROM ann a
-    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
-    WHERE m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-      AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-      AND (m.expires_at IS NULL OR m.expires_at > now())
-      AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-      AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND m.indexed
-    GROUP BY m.ns_path, m.key
+WITH ann_hits AS MATERIALIZED (
+    -- The index's nearest embeddings, joined and filtered as they come: the scan stops at
+    -- %(ann_limit)s passing rows (needed items x embedded fields, so at least the items needed), and
+    -- never reads more than the hnsw.ef_search candidates pgvector returns.
+    SELECT a.ns_path, a.key, min(a.dist) AS dist
+    FROM (
+        SELECT v.ns_path, v.key, {ann_dist} AS dist
+        FROM {schema}.memory_vectors v
+        JOIN {schema}.memories m ON m.tenant_id = v.tenant_id AND m.ns_path = v.ns_path AND m.key = v.key
+        WHERE %(ann)s AND v.dims = {dims} AND v.tenant_id = %(tenant)s
+          AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+          AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+          AND (m.expires_at IS NULL OR m.expires_at > now())
+          AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+          AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+          AND m.indexed
+        ORDER BY {ann_dist}
+        LIMIT %(ann_limit)s
+    ) a
+    GROUP BY a.ns_path, a.key
 ), exact AS (
     SELECT m.ns_path, m.key, min({exact_dist}) AS dist
     FROM {schema}.memories m
@@ -187,19 +197,27 @@ WITH ann AS MATERIALIZED (
     FROM (SELECT * FROM ann_hits WHERE (SELECT count(*) FROM ann_hits) >= %(depth)s
           UNION ALL SELECT * FROM exact) r
 ), by_words AS (
+    -- Words are counted for the first %(word_scan)s items (in the order stored) that match any query
+    -- word, not for every one: a common word matches thousands of items at 100k, and counting each
+    -- one's words was most of a search's time. Fewer matches than that: every one is counted.
     SELECT w.ns_path, w.key, row_number() OVER (ORDER BY w.matched DESC, w.seq) AS rank
     FROM (
-        SELECT m.ns_path, m.key, m.seq,
-               (SELECT count(*) FROM unnest(%(words)s::tsquery[]) q WHERE m.search @@ q) AS matched
-        FROM {schema}.memories m
-        WHERE %(tsq)s::tsquery IS NOT NULL AND m.search @@ %(tsq)s::tsquery
-          AND m.tenant_id = %(tenant)s
-          AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
-          AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
-          AND (m.expires_at IS NULL OR m.expires_at > now())
-          AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
-          AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-        ORDER BY matched DESC, m.seq
+        SELECT c.ns_path, c.key, c.seq,
+               (SELECT count(*) FROM unnest(%(words)s::tsquery[]) q WHERE c.search @@ q) AS matched
+        FROM (
+            SELECT m.ns_path, m.key, m.seq, m.search
+            FROM {schema}.memories m
+            WHERE %(tsq)s::tsquery IS NOT NULL AND m.search @@ %(tsq)s::tsquery
+              AND m.tenant_id = %(tenant)s
+              AND m.ns_path >= %(prefix_lo)s AND m.ns_path < %(prefix_hi)s
+              AND (%(ns_regex)s::text IS NULL OR m.ns_path ~ %(ns_regex)s)
+              AND (m.expires_at IS NULL OR m.expires_at > now())
+              AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
+              AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
+            ORDER BY m.seq
+            LIMIT %(word_scan)s
+        ) c
+        ORDER BY matched DESC, c.seq
         LIMIT %(depth)s
     ) w
 ), fused AS (
