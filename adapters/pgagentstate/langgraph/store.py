@@ -68,7 +68,11 @@ class PostgresStore(HasStores, BaseStore):
     sync/async function, or a provider string such as ``"openai:text-embedding-3-small"``), ``fields``
     (JSON paths, default ``["$"]``), ``distance_type`` (``cosine``, ``l2``, ``inner_product``) and
     ``ann_index_config`` (``kind`` hnsw/ivfflat/flat, ``vector_type`` vector/halfvec, ``m``,
-    ``ef_construction``, ``nlist``); ``ef_search`` is ours (HNSW candidates per search, default 100).
+    ``ef_construction``, ``nlist``); ``ef_search`` is ours (HNSW candidates per search, see
+    :class:`~pgagentstate.MemoryIndex`). ``search(query=...)`` ranks by meaning alone, as the peer does;
+    ``"hybrid": True`` in ``index`` (ours) fuses that ranking with the one by the query's words
+    (reciprocal rank fusion: scores are then fused ranks, not similarities, and items put with
+    ``index=False`` are found by their words).
     ``user_namespace``: the position of the user id in your namespaces (``1`` for LangMem's
     ``("memories", "{user_id}")``): items put there belong to that user, and ``pgagentstate export`` /
     ``erase`` of the user take them along.
@@ -96,6 +100,7 @@ class PostgresStore(HasStores, BaseStore):
                                            or user_namespace < 0):
             raise TypeError(f"user_namespace must be a namespace position (an int >= 0), not {user_namespace!r}")
         self._user_at = user_namespace
+        self._search_mode = "text"
         # Accepted as the peer's signature has them: ``pipe`` (a psycopg pipeline on ``conn``) because our
         # driver pipelines each operation's statements itself; ``deserializer`` because the peer calls it
         # only for stored values that are not JSON objects, and every value here is one (checked on put).
@@ -107,6 +112,7 @@ class PostgresStore(HasStores, BaseStore):
         memory_index = None
         if self.index_config is not None:
             memory_index, self.embeddings = memory_index_of(self.index_config)
+            self._search_mode = "hybrid" if self.index_config.get("hybrid") else "vector"
             if store is not None:
                 store = store.with_memory_index(memory_index)
         kw: dict[str, Any] = {"schema": schema, "tenant": tenant, "pgbouncer": pgbouncer, "max_size": max_size,
@@ -237,7 +243,7 @@ class PostgresStore(HasStores, BaseStore):
             items = [(op.namespace, op.key, op.value, op.index) for op in puts]
             owner = self._owner(puts[0].namespace)
             return lambda s: s.put_memories(items, ttl=_ttl_seconds(puts[0].ttl), user_id=owner)
-        return _call(group[0], vector=self.index_config is not None, owner=self._owner)
+        return _call(group[0], mode=self._search_mode, owner=self._owner)
 
     def _owner(self, namespace: tuple[str, ...]) -> str:
         """The user an item belongs to ("" for none): the label at ``user_namespace``, if the namespace has one."""
@@ -409,7 +415,7 @@ class _Sweeper:
         return not self._thread.is_alive()
 
 
-def _call(op: Op, *, vector: bool, owner: Callable[[tuple[str, ...]], str]) -> StoreCall:
+def _call(op: Op, *, mode: str, owner: Callable[[tuple[str, ...]], str]) -> StoreCall:
     if isinstance(op, GetOp):
         return lambda s: s.get_memory(op.namespace, op.key, refresh_ttl=op.refresh_ttl)
     if isinstance(op, PutOp):
@@ -421,8 +427,8 @@ def _call(op: Op, *, vector: bool, owner: Callable[[tuple[str, ...]], str]) -> S
     if isinstance(op, SearchOp):
         plain, compared = _split_filter(op.filter)
         limit, offset = (_OPERATOR_SCAN, 0) if compared else (op.limit, op.offset)
-        # With an index, a query ranks by meaning only and scores are similarities (the peer's contract).
-        mode = "vector" if vector else "text"
+        # With an index, a query ranks by meaning only and scores are similarities (the peer's contract),
+        # unless the index asks for hybrid search.
         return lambda s: s.search_memory(op.namespace_prefix, query=op.query, filter=plain, limit=limit,
                                          offset=offset, refresh_ttl=op.refresh_ttl, mode=mode)
     if isinstance(op, ListNamespacesOp):

@@ -24,9 +24,11 @@ from .memory_rows import contains, memory_from_row, ns_path, word_params
 
 _OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
 _OPCLASS = {"cosine": "cosine_ops", "l2": "l2_ops", "inner_product": "ip_ops"}
-# Reciprocal rank fusion looks this many candidates deep in each ranking (at least), and asks HNSW for
-# at least this many neighbours per embedded field.
+# Reciprocal rank fusion looks this many candidates deep in each ranking (at least).
 _MIN_DEPTH = 20
+# A hybrid search counts the query's words in at most this many items matching any of them (the first
+# stored): at 100k items a common word matches thousands, and counting them all took tens of ms.
+_WORD_SCAN = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -305,7 +307,10 @@ def search(
         return (yield from _search_here(ctx, vs, qvec, words, pattern, user_id, filter, limit, offset, refresh_ttl))
     need = limit + offset
     depth = max(need, _MIN_DEPTH) if words else need
-    ann_limit = max(vs.index.ef_search, depth * max(1, len(vs.index.fields)) * 2)
+    # Embeddings the index scan passes on (filtered as they come): enough for `depth` items when each
+    # has one embedding per field (a wildcard path may give an item several: twice as many for those).
+    # Fewer distinct items than needed fall back to exact search, so this bounds work, never results.
+    ann_limit = depth * sum(2 if any(c in f for c in "*{") else 1 for f in vs.index.fields or ("$",))
     params: dict[str, Any] = {
         **pattern,
         "qvec": qvec,
@@ -323,9 +328,10 @@ def search(
     if words:
         name = "memory_search_hybrid"
         params.update(word_params(words))
+        params["word_scan"] = max(_WORD_SCAN, depth)
     stmts: list[Stmt] = []
     if mode.ann_index:
-        settings = {"ef_search": str(min(ann_limit, 1000)), "probes": str(vs.index.probes)}
+        settings = {"ef_search": str(min(max(vs.index.ef_search, ann_limit), 1000)), "probes": str(vs.index.probes)}
         stmts.append(Stmt("memory_ann_settings", settings, "none"))
     # A custom plan: as for memory_search, the best one depends on the namespace's size and the words.
     stmts.append(Stmt(name, params, "all", subs=_subs(vs, mode), custom_plan=True))

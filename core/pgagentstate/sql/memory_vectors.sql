@@ -78,28 +78,34 @@ SELECT up.namespace, up.key, up.value::text, up.user_id, up.version, up.created_
 FROM up
 
 -- name: memory_ann_settings
--- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan).
-SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true)
+-- Candidates an approximate search examines (pgvector returns at most ef_search rows per HNSW scan), and
+-- a plan made for this search's values: the generic plan of a prepared search guesses that a namespace
+-- range holds 0.5% of the rows, so that the index would have to be walked far to fill a page, and ranks
+-- every row instead (10k rows: 220 ms instead of 12; planning each search costs ~1 ms).
+SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true),
+       set_config('plan_cache_mode', 'force_custom_plan', true)
 
 -- name: _memory_nearest
 -- (A fragment: see queries.py.) CTE `nearest`: the %(depth)s items in scope nearest by meaning, with their
--- distance. `ann`: the index's nearest embeddings of the whole tenant, then the namespace, filters and
--- expiry; when fewer than %(depth)s items pass (a selective filter, a small namespace in a large table),
--- `exact` ranks every embedding that passes them instead, so a filter never loses a result the way a
--- filtered HNSW scan does. Without an ANN index (%(ann)s false), only `exact`.
-ann AS MATERIALIZED (
-    SELECT v.ns_path, v.key, {ann_dist} AS dist
-    FROM {schema}.memory_vectors v
-    WHERE %(ann)s AND v.dims = {dims}
-    ORDER BY {ann_dist}
-    LIMIT %(ann_limit)s
-), ann_hits AS MATERIALIZED (
-    SELECT m.ns_path, m.key, min(a.dist) AS dist
-    FROM ann a
-    JOIN {schema}.memories m ON m.tenant_id = %(tenant)s AND m.ns_path = a.ns_path AND m.key = a.key
-    WHERE {_memory_scope}
-      AND m.indexed
-    GROUP BY m.ns_path, m.key
+-- distance. `ann_hits`: the index's nearest embeddings of the tenant, joined and filtered (namespace,
+-- filters, expiry) as they come, so the scan stops at %(ann_limit)s passing rows (needed items x embedded
+-- fields) and never reads more than the hnsw.ef_search candidates pgvector returns; when fewer than
+-- %(depth)s items pass (a selective filter, a small namespace in a large table), `exact` ranks every
+-- embedding that passes them instead, so a filter never loses a result the way a filtered HNSW scan does.
+-- Without an ANN index (%(ann)s false), only `exact`.
+ann_hits AS MATERIALIZED (
+    SELECT a.ns_path, a.key, min(a.dist) AS dist
+    FROM (
+        SELECT v.ns_path, v.key, {ann_dist} AS dist
+        FROM {schema}.memory_vectors v
+        JOIN {schema}.memories m ON m.tenant_id = v.tenant_id AND m.ns_path = v.ns_path AND m.key = v.key
+        WHERE %(ann)s AND v.dims = {dims} AND v.tenant_id = %(tenant)s
+          AND {_memory_scope}
+          AND m.indexed
+        ORDER BY {ann_dist}
+        LIMIT %(ann_limit)s
+    ) a
+    GROUP BY a.ns_path, a.key
 ), exact AS (
     SELECT m.ns_path, m.key, min({exact_dist}) AS dist
     FROM {schema}.memories m
@@ -140,8 +146,24 @@ WITH {_memory_nearest}, by_meaning AS (
     SELECT r.ns_path, r.key, row_number() OVER (ORDER BY r.dist, r.ns_path, r.key) AS rank
     FROM nearest r
 ), by_words AS (
+    -- Words are counted for the first %(word_scan)s items (in the order stored) that match any query
+    -- word, not for every one: a common word matches thousands of items at 100k, and counting each
+    -- one's words was most of a search's time. Fewer matches than that: every one is counted.
     SELECT w.ns_path, w.key, row_number() OVER (ORDER BY w.matched DESC, w.seq) AS rank
-    FROM ({_memory_by_words} LIMIT %(depth)s) w
+    FROM (
+        SELECT c.ns_path, c.key, c.seq,
+               (SELECT count(*) FROM unnest(%(words)s::tsquery[]) q WHERE c.search @@ q) AS matched
+        FROM (
+            SELECT m.ns_path, m.key, m.seq, m.search
+            FROM {schema}.memories m
+            WHERE m.search @@ %(tsq)s::tsquery
+              AND {_memory_scope}
+            ORDER BY m.seq
+            LIMIT %(word_scan)s
+        ) c
+        ORDER BY matched DESC, c.seq
+        LIMIT %(depth)s
+    ) w
 ), fused AS (
     SELECT coalesce(a.ns_path, b.ns_path) AS ns_path, coalesce(a.key, b.key) AS key,
            coalesce(1.0 / (60 + a.rank), 0) + coalesce(1.0 / (60 + b.rank), 0) AS score
