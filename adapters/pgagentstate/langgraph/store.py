@@ -422,7 +422,9 @@ def _call(op: Op, *, vector: bool, owner: Callable[[tuple[str, ...]], str]) -> S
         plain, compared = _split_filter(op.filter)
         limit, offset = (_OPERATOR_SCAN, 0) if compared else (op.limit, op.offset)
         # With an index, a query ranks by meaning only and scores are similarities (the peer's contract).
-        mode = "vector" if vector else "text"
+        # Without one, LangGraph's stores ignore the query and return the namespace's items: ours returns
+        # them too, those with the query's words first ("rank"), never fewer.
+        mode = "vector" if vector else "rank"
         return lambda s: s.search_memory(op.namespace_prefix, query=op.query, filter=plain, limit=limit,
                                          offset=offset, refresh_ttl=op.refresh_ttl, mode=mode)
     if isinstance(op, ListNamespacesOp):

@@ -65,6 +65,7 @@ WHERE m.tenant_id = %(tenant)s AND m.ns_path = %(ns_path)s AND m.key = %(key)s
 -- %(words)s, see pgagentstate.textsearch); an item ranks by the share of the words it contains, items
 -- that rank equally in the order they were first stored; without a query, the newest first (or, with
 -- %(added)s, in the order first stored: the encrypted path ranks them in Python and keeps that order).
+-- %(keep)s keeps the items that have none of the words (rank 0) instead of leaving them out.
 WITH hits AS (
     SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
            m.expires_at, m.ttl_seconds, m.seq,
@@ -78,7 +79,7 @@ WITH hits AS (
       AND (m.expires_at IS NULL OR m.expires_at > now())
       AND (%(user_id)s::text IS NULL OR m.user_id = %(user_id)s)
       AND (%(filter)s::jsonb IS NULL OR m.value @> %(filter)s::jsonb)
-      AND (%(tsq)s::tsquery IS NULL OR m.search @@ %(tsq)s::tsquery)
+      AND (%(tsq)s::tsquery IS NULL OR %(keep)s OR m.search @@ %(tsq)s::tsquery)
     ORDER BY score DESC NULLS LAST, CASE WHEN %(tsq)s::tsquery IS NULL AND NOT %(added)s THEN m.updated_at END DESC,
              m.seq
     LIMIT %(limit)s OFFSET %(offset)s
