@@ -598,6 +598,13 @@ class AsyncStateStore:
         cur = _cursors.get(conn)
         if cur is None:
             cur = _cursors[conn] = conn.cursor(row_factory=tuple_row)
+        if conn.pgconn.pipeline_status:
+            # A connection the caller put in pipeline mode (PostgresSaver(conn, pipe=conn.pipeline())): a
+            # result, and its error, only arrives at a sync, so a rowcount read without one saw no error
+            # and the next call raised it. A nested pipeline syncs when it ends.
+            async with conn.pipeline():
+                await self._send(conn, stmt, cur)
+            return await _fetch(cur, stmt)
         return await _fetch(await self._send(conn, stmt, cur), stmt)
 
     # --- schema --------------------------------------------------------------------------------------
