@@ -169,8 +169,10 @@ class PostgresStore(HasStores, BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(self._checked(ops), self._owner):
-            results += self._results(group, await self._stores.arun(self._call(group)))
+        checked = self._checked(ops)
+        async with self._stores.slot():
+            for group in _groups(checked, self._owner):
+                results += self._results(group, await self._stores.arun(self._call(group)))
         return results
 
     def _checked(self, ops: Iterable[Op]) -> list[Op]:
