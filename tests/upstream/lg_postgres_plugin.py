@@ -8,12 +8,13 @@ server named by ``$PGAGENTSTATE_UPSTREAM_DSN`` (a database made for the run; its
 become libpq's ``PG*`` variables, so that upstream's ``URI + database`` concatenation works for TCP and
 Unix-socket servers alike). Our classes use their own schema (``pgagentstate``) in each of those databases.
 
-Those databases are recycled rather than created and dropped (see "test databases" below): the run took
-17 minutes, nearly all of it in CREATE/DROP DATABASE. They come from a template that holds our migrated
+Those databases are recycled rather than created and dropped (see "test databases" below), which was
+most of the run's time. They come from a template that holds our migrated
 schema, so the tests' ``setup()`` calls find every migration applied (``tests/core`` tests migrations).
 
 What is not run, and why, is listed below: ``INTERNALS`` (tests of the peer's private helpers or tables:
-skipped), ``DIFFERENCES`` (deliberate differences, also in docs/langgraph.md: strict expected failures,
+skipped), ``SAME_AS_DEFAULT`` (store fixture variants that build the same store of ours: deselected),
+``DIFFERENCES`` (deliberate differences, also in docs/langgraph.md: strict expected failures,
 so one that starts passing is reported). ``$PGAGENTSTATE_UPSTREAM_ONLY`` = ``vector`` / ``novector``
 selects the tests that need embeddings (pgvector's) or the others.
 """
@@ -133,9 +134,10 @@ store_aio_module.AsyncPostgresStore = UpstreamStore  # type: ignore[misc, assign
 # --- test databases: recycled, not created and dropped ------------------------------------------------
 
 #: Upstream makes a database per test (``CREATE DATABASE test_x`` ... ``DROP DATABASE test_x``). On
-#: PostgreSQL 15 a DROP DATABASE forces an immediate checkpoint of the whole server (2-3 s on the shared CI
-#: machine) and a CREATE copies its template through the WAL (~1 s): with ~330 tests that was 17 of the
-#: run's 17 minutes. Here the first CREATE copies a template holding our migrated schema; a DROP renames
+#: PostgreSQL 15 a DROP DATABASE forces an immediate checkpoint of the whole server (2-3 s on the shared 2-core
+#: machine) and a CREATE copies its template through the WAL (~1 s): 2-3.5 s per test, ~12 of the 19.5
+#: minutes the 340 tests took on 2026-12-01 (7.5 more went to three test_large_batches_async, since fixed).
+#: Here the first CREATE copies a template holding our migrated schema; a DROP renames
 #: the database to a spare (failing, as DROP would, while a connection to it is still open) and empties
 #: our tables; the next CREATE renames a spare back. A test sees what a fresh database would show it.
 _CREATE = re.compile(r"\s*CREATE DATABASE (test_\w+)\s*")
