@@ -25,7 +25,7 @@ import psycopg
 from psycopg import Connection
 from psycopg.pq import TransactionStatus
 from psycopg.rows import tuple_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
@@ -133,6 +133,7 @@ class _SyncSource:
         # A single connection runs one transaction at a time; a pool needs no lock at all.
         self._conn_lock = threading.Lock()
         self._pools: dict[Any, _LoopPool] = {}
+        self._returned = 0  # connections handed back to a pool so far: a long wait that saw some is a queue
         if isinstance(conn, ConnectionPool):
             self.pool = conn
         elif isinstance(conn, Connection):
@@ -173,6 +174,7 @@ class _SyncSource:
             yield conn
         finally:
             pool.putconn(conn)
+            self._returned += 1
 
     def _own_pool(self) -> ConnectionPool[Any]:
         """The open pool of the running loop (made on its first use there)."""
@@ -210,8 +212,7 @@ class _SyncSource:
             raise ConnectionLost(unreachable(dsn, exc)) from None
         conn.close()
 
-    @staticmethod
-    def _live_connection(pool: ConnectionPool[Any]) -> Connection[Any]:
+    def _live_connection(self, pool: ConnectionPool[Any]) -> Connection[Any]:
         """A pooled connection that the server has not closed while it sat idle.
 
         After a restart, a failover or a mass ``pg_terminate_backend`` every idle connection is dead.
@@ -221,13 +222,31 @@ class _SyncSource:
         """
         conn: Connection[Any]
         for _ in range(pool.max_size):
-            conn = pool.getconn()
+            conn = self._getconn(pool)
             if not idle_connection_is_dead(conn):
                 return conn
             conn.close()
             pool.putconn(conn)
-        conn = pool.getconn()  # new connections by now; a failure on it is reported as ConnectionLost
+        conn = self._getconn(pool)  # new connections by now; a failure on it is reported as ConnectionLost
         return conn
+
+    def _getconn(self, pool: ConnectionPool[Any]) -> Connection[Any]:
+        """A connection from the pool, waiting for as long as the pool makes progress.
+
+        The pool's timeout (30 s) counts from the request: a burst of many more tasks than connections
+        (upstream's test_large_batches_async gathers 60,000 store calls on 10 connections: 78 s of work
+        on a loaded 2-core machine) made the last ones fail although every connection was busy and
+        coming back. Only a wait during which none of this store's connections came back is a stall
+        (PoolTimeout, then ConnectionLost): a server that hangs, or every connection held elsewhere.
+        """
+        while True:
+            returned = self._returned
+            try:
+                conn: Connection[Any] = pool.getconn()
+                return conn
+            except PoolTimeout:
+                if self._returned == returned:
+                    raise
 
     def close(self) -> None:
         """Close the pools the store owns (the pool of another loop in that loop)."""
@@ -588,6 +607,13 @@ class StateStore:
         cur = _cursors.get(conn)
         if cur is None:
             cur = _cursors[conn] = conn.cursor(row_factory=tuple_row)
+        if conn.pgconn.pipeline_status:
+            # A connection the caller put in pipeline mode (PostgresSaver(conn, pipe=conn.pipeline())): a
+            # result, and its error, only arrives at a sync, so a rowcount read without one saw no error
+            # and the next call raised it. A nested pipeline syncs when it ends.
+            with conn.pipeline():
+                self._send(conn, stmt, cur)
+            return _fetch(cur, stmt)
         return _fetch(self._send(conn, stmt, cur), stmt)
 
     # --- schema --------------------------------------------------------------------------------------
@@ -1161,7 +1187,8 @@ class StateStore:
         """Items under a namespace prefix, filtered by value containment, ranked by ``query``.
 
         ``mode``: ``"text"`` ranks by the query's words (Unicode-normalised, see
-        :mod:`pgagentstate.textsearch`); ``"vector"`` by meaning (needs a memory index; ``score`` is the
+        :mod:`pgagentstate.textsearch`), leaving out the items with none of them; ``"rank"`` likewise but
+        keeps those (score 0, after the others); ``"vector"`` by meaning (needs a memory index; ``score`` is the
         similarity); ``"hybrid"`` fuses both by reciprocal rank; ``"auto"`` (default) is hybrid with a
         memory index, else text. Without a query, the newest items first."""
         return self.run(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from pathlib import Path
@@ -261,3 +262,31 @@ def test_the_stores_own_pool_bounds_a_silent_server_with_tcp_deadlines(
         store.list_conversations()
         with store._source._pools[None].pool.connection() as conn:
             assert conn.info.get_parameters().get("keepalives_idle") == "30"
+
+
+async def test_a_queue_longer_than_the_pool_timeout_waits_while_connections_come_back(dsn: str, schema: str) -> None:
+    """psycopg_pool's timeout counts from the request, so a burst of many more tasks than connections
+    failed its last tasks although connections kept coming back (upstream's test_large_batches_async:
+    60,000 calls on 10 connections). A wait fails only when no connection came back for a whole timeout."""
+    async with (
+        AsyncConnectionPool(dsn, min_size=1, max_size=1, timeout=1.0, open=False) as pool,
+        AsyncStateStore(pool, schema=schema) as store,
+    ):
+        async def hold(name: str, seconds: float) -> None:
+            async with store.advisory_lock(name):
+                await asyncio.sleep(seconds)
+
+        first = asyncio.create_task(hold("first", 0.6))
+        await asyncio.sleep(0.1)
+        second = asyncio.create_task(hold("second", 0.9))  # queued before the call below
+        await asyncio.sleep(0.1)
+        # Waits ~1.4 s, more than the pool's timeout; the first connection came back 0.5 s into the wait.
+        assert await store.get_memory(("n",), "k") is None
+        await asyncio.gather(first, second)
+
+        # Nothing comes back for a whole timeout: still a stall, reported as before.
+        stall = asyncio.create_task(hold("stall", 1.6))
+        await asyncio.sleep(0.1)
+        with pytest.raises(ConnectionLost):
+            await store.get_memory(("n",), "k")
+        await stall

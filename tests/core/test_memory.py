@@ -146,3 +146,17 @@ def test_equal_ranks_keep_the_order_first_stored(any_store: StateStore) -> None:
     assert [m.key for m in found] == ["note 1", "note 2", "note 3", "note 4", "note 5"]
     newest = any_store.search_memory(("n",), limit=2)  # no query: the newest first
     assert [m.key for m in newest] == ["note 1", "note 12"]
+
+
+def test_rank_mode_orders_by_the_words_and_leaves_no_item_out(any_store: StateStore) -> None:
+    """mode="rank" (what LangGraph's search without an index needs: its stores then ignore the query):
+    every item of the prefix, those with more of the query's words first, the others with score 0."""
+    any_store.put_memory(("r",), "key only", {"foo": "bar"})  # object keys are not searched text
+    any_store.put_memory(("r",), "one", {"text": "foo"})
+    any_store.put_memory(("r",), "two", {"text": "foo baz"})
+    ranked = any_store.search_memory(("r",), query="foo baz", mode="rank")
+    assert [(m.key, m.score) for m in ranked] == [("two", 1.0), ("one", 0.5), ("key only", 0.0)]
+    assert [m.key for m in any_store.search_memory(("r",), query="foo baz")] == ["two", "one"]  # text
+    assert len(any_store.search_memory(("r",), query="!?", mode="rank")) == 3
+    assert [m.key for m in any_store.search_memory(("r",), query="foo", mode="rank", limit=1, offset=2)] == [
+        "key only"]

@@ -124,3 +124,29 @@ async def test_async_store_on_documented_connections(dsn: str, schema: str, kind
         assert item is not None and item.value == {"text": "prefers portuguese"}
         assert [i.key for i in await store.asearch(("users",), query="portuguese")] == ["lang"]
         assert await store.alist_namespaces(prefix=("users",)) == [("users", "u1")]
+
+
+def test_saver_on_a_connection_in_pipeline_mode(dsn: str, schema: str) -> None:
+    """``PostgresSaver(conn, pipe=conn.pipeline())``, as upstream's "pipe" fixture makes it: the connection
+    is in pipeline mode, so a statement's result (and error) only arrives at the next sync. A first put
+    that names a checkpoint id the new thread lacks fails on its first statement and is retried; that
+    error surfaced in the next, unrelated call (upstream's test_search[pipe], test_null_chars[pipe])."""
+    with psycopg.connect(dsn, **DOCUMENTED) as conn, conn.pipeline() as pipe:  # type: ignore[arg-type]
+        saver = PostgresCheckpointer(conn, pipe=pipe, schema=schema)
+        config = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "1"}}
+        stored = saver.put(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        found = saver.get_tuple(stored)
+        assert found is not None and found.metadata["source"] == "input"
+        assert [t.config for t in saver.list(None)] == [stored]
+
+
+async def test_async_saver_on_a_connection_in_pipeline_mode(dsn: str, schema: str) -> None:
+    async with (
+        await psycopg.AsyncConnection.connect(dsn, **DOCUMENTED) as conn,  # type: ignore[arg-type]
+        conn.pipeline() as pipe,
+    ):
+        saver = PostgresCheckpointer(conn, pipe=pipe, schema=schema)
+        config = {"configurable": {"thread_id": "t1", "checkpoint_ns": "", "checkpoint_id": "1"}}
+        stored = await saver.aput(config, empty_checkpoint(), {"source": "input", "step": -1}, {})
+        found = await saver.aget_tuple(stored)
+        assert found is not None and found.metadata["source"] == "input"

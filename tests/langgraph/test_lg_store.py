@@ -28,6 +28,16 @@ def test_put_get_search_delete(lg_store: PostgresStore) -> None:
     assert lg_store.get(("users", "u1", "prefs"), "lang") is None
 
 
+def test_query_without_an_index_leaves_no_item_out(lg_store: PostgresStore) -> None:
+    """LangGraph's own stores ignore ``query`` without an index (every item of the namespace comes back);
+    ours returns the same items, those with the query's words first (upstream's test_store_ttl)."""
+    lg_store.setup()
+    lg_store.put(("n",), "key only", {"foo": "bar"})  # "foo" is an object key: not searched text
+    lg_store.put(("n",), "text", {"note": "foo fighters"})
+    found = lg_store.search(("n",), query="foo")
+    assert [(i.key, i.score) for i in found] == [("text", 1.0), ("key only", 0.0)]
+
+
 def test_batch_keeps_order(lg_store: PostgresStore) -> None:
     lg_store.setup()
     results = lg_store.batch([

@@ -100,7 +100,8 @@ class PostgresStore(HasStores, BaseStore):
                                            or user_namespace < 0):
             raise TypeError(f"user_namespace must be a namespace position (an int >= 0), not {user_namespace!r}")
         self._user_at = user_namespace
-        self._search_mode = "text"
+        # Without an index a query ranks the namespace's items and leaves none out (LangGraph's stores ignore it).
+        self._search_mode = "rank"
         # Accepted as the peer's signature has them: ``pipe`` (a psycopg pipeline on ``conn``) because our
         # driver pipelines each operation's statements itself; ``deserializer`` because the peer calls it
         # only for stored values that are not JSON objects, and every value here is one (checked on put).
@@ -175,8 +176,10 @@ class PostgresStore(HasStores, BaseStore):
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:
         results: list[Result] = []
-        for group in _groups(self._checked(ops), self._owner):
-            results += self._results(group, await self._stores.arun(self._call(group)))
+        checked = self._checked(ops)
+        async with self._stores.slot():
+            for group in _groups(checked, self._owner):
+                results += self._results(group, await self._stores.arun(self._call(group)))
         return results
 
     def _checked(self, ops: Iterable[Op]) -> list[Op]:
@@ -240,7 +243,10 @@ class PostgresStore(HasStores, BaseStore):
     def _call(self, group: list[Op]) -> StoreCall:
         if len(group) > 1:  # consecutive puts: one statement, their texts embedded in one batch
             puts = cast(list[PutOp], group)
-            items = [(op.namespace, op.key, op.value, op.index) for op in puts]
+            # The statement locks its rows in the order given: in one order for every batch, two batches
+            # putting the same keys cannot deadlock (in opposite orders: 19 deadlocks in 400 batches).
+            items = sorted(((op.namespace, op.key, op.value, op.index) for op in puts),
+                           key=lambda item: (item[0], item[1]))
             owner = self._owner(puts[0].namespace)
             return lambda s: s.put_memories(items, ttl=_ttl_seconds(puts[0].ttl), user_id=owner)
         return _call(group[0], mode=self._search_mode, owner=self._owner)
@@ -428,7 +434,8 @@ def _call(op: Op, *, mode: str, owner: Callable[[tuple[str, ...]], str]) -> Stor
         plain, compared = _split_filter(op.filter)
         limit, offset = (_OPERATOR_SCAN, 0) if compared else (op.limit, op.offset)
         # With an index, a query ranks by meaning only and scores are similarities (the peer's contract),
-        # unless the index asks for hybrid search.
+        # unless the index asks for hybrid search. Without one, LangGraph's stores ignore the query and
+        # return the namespace's items: ours returns them too, those with the query's words first ("rank").
         return lambda s: s.search_memory(op.namespace_prefix, query=op.query, filter=plain, limit=limit,
                                          offset=offset, refresh_ttl=op.refresh_ttl, mode=mode)
     if isinstance(op, ListNamespacesOp):

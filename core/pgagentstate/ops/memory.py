@@ -79,7 +79,7 @@ def terms(ctx: Ctx, value: Mapping[str, Any]) -> str | None:
 Index = bool | Sequence[str] | None
 #: ``auto``: hybrid when the store has a memory index, else text; ``text``: full-text only; ``vector``: by
 #: meaning only (LangGraph's semantics); ``hybrid``: both, fused by reciprocal rank.
-SEARCH_MODES = ("auto", "text", "vector", "hybrid")
+SEARCH_MODES = ("auto", "text", "rank", "vector", "hybrid")
 Item = tuple[Sequence[str], str, Mapping[str, Any]] | tuple[Sequence[str], str, Mapping[str, Any], Index]
 
 
@@ -231,7 +231,10 @@ def search(
     blank = query is None or not query.strip()
     words = None if blank else textsearch.query_words(query or "")
     filter_json = None if filter is None else encode(dict(filter), ctx.limits, path="filter")
-    if mode != "text" and not blank:
+    # "rank": the query orders the items without hiding any (LangGraph's stores without an index ignore
+    # the query: every item of the namespace comes back); "text": only the items with one of its words.
+    keep = mode == "rank"
+    if mode not in ("text", "rank") and not blank:
         return (
             yield from memory_index.search(
                 ctx,
@@ -247,7 +250,9 @@ def search(
             )
         )
     if words == []:
-        return []  # a query without a word ("!?") matches nothing
+        if not keep:
+            return []  # a query without a word ("!?") matches nothing
+        words = None  # ... and ranks nothing
     if ctx.cipher is not None and (words is not None or filter is not None):
         # The server cannot search or compare ciphertexts: filter and rank the decrypted items here.
         rows = yield from many(
@@ -262,14 +267,14 @@ def search(
             refresh=refresh_ttl,
         )
         found = [memory_from_row(ctx, r) for r in rows]
-        return local_search(found, words, filter)[offset : offset + limit]
+        return local_search(found, words, filter, keep=keep)[offset : offset + limit]
     scope: dict[str, Any] = {**pattern_params(labels, None), "user_id": user_id, "filter": filter_json}
     page: dict[str, Any] = {"limit": limit, "offset": offset, "refresh": refresh_ttl}
     if words is None:
         rows = yield from many("memory_list", replica=not refresh_ttl, **scope, **page, added=False)
     else:
         rows = yield from many(
-            "memory_search",
+            "memory_rank" if keep else "memory_search",
             replica=not refresh_ttl,
             custom_plan=True,  # the range or the full-text index: which one depends on the values
             **scope,
@@ -280,11 +285,12 @@ def search(
 
 
 def local_search(
-    items: list[Memory], words: list[tuple[str, ...]] | None, filter: Mapping[str, Any] | None
+    items: list[Memory], words: list[tuple[str, ...]] | None, filter: Mapping[str, Any] | None, *,
+    keep: bool = False,
 ) -> list[Memory]:
     """What memory_search does in SQL, for encrypted values: containment filter, items ranked by the share
-    of the query's words they contain, equal ranks in the order the server listed them (with a query: the
-    order first stored, as in SQL)."""
+    of the query's words they contain (``keep``: also those with none, ranked 0), equal ranks in the order
+    the server listed them (with a query: the order first stored, as in SQL)."""
     if filter is not None:
         items = [m for m in items if contains(m.value, dict(filter))]
     if words is None:
@@ -292,7 +298,7 @@ def local_search(
     scored = []
     for m in items:
         hits = textsearch.local_matches(m.value, words)
-        if hits:
+        if hits or keep:
             scored.append(replace(m, score=hits / len(words)))
     return sorted(scored, key=lambda m: -(m.score or 0))
 

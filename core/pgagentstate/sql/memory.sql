@@ -110,6 +110,24 @@ SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, h
 FROM hits
 ORDER BY hits.matched DESC, hits.seq
 
+-- name: memory_rank
+-- Every item in scope, those with more of the query's words first (0 for none), equal ranks in the order
+-- first stored: LangGraph's stores without an index ignore the query and return the namespace's items, so
+-- ours orders them by it and leaves none out (a scan of the namespace's range, as a listing is).
+WITH hits AS (
+    SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
+           m.expires_at, m.ttl_seconds, m.seq,
+           (SELECT count(*) FROM unnest(%(words)s::tsquery[]) w WHERE m.search @@ w) AS matched
+    FROM {schema}.memories m
+    WHERE {_memory_scope}
+    ORDER BY matched DESC, m.seq
+    LIMIT %(limit)s OFFSET %(offset)s
+), {_memory_refresh}
+SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, hits.created_at,
+       hits.updated_at, hits.expires_at, (hits.matched::real / cardinality(%(words)s::tsquery[]))::real
+FROM hits
+ORDER BY hits.matched DESC, hits.seq
+
 -- name: memory_list
 -- Without a query: the newest first, or, with %(added)s, in the order first stored (the encrypted path
 -- ranks them in Python and keeps that order).
