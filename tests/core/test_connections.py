@@ -123,7 +123,8 @@ def test_conversation_lock_serialises_and_times_out(store: StateStore) -> None:
 
 
 @pytest.mark.slow
-def test_server_restart_mid_run_loses_nothing_committed(tmp_path: Path) -> None:
+def test_server_restart_mid_run_loses_nothing_committed() -> None:
+    import tempfile
     import warnings
 
     with warnings.catch_warnings():
@@ -131,7 +132,11 @@ def test_server_restart_mid_run_loses_nothing_committed(tmp_path: Path) -> None:
         import pgserver
         from pgserver import _commands
 
-    server = pgserver.get_server(tmp_path / "pg", cleanup_mode="stop")
+    # Not under pytest's tmp_path: run as root, pgserver's server runs as another user, and every pytest
+    # session on the machine sets /tmp/pytest-of-root back to 0700 (pg_ctl then failed with "Permission
+    # denied" when another session started during this test).
+    home = tempfile.TemporaryDirectory(prefix="pgagentstate-restart-")
+    server = pgserver.get_server(Path(home.name) / "pg", cleanup_mode="stop")
     try:
         with StateStore(server.get_uri(), schema="restart", max_size=2) as store:
             store.setup()
@@ -168,6 +173,7 @@ def test_server_restart_mid_run_loses_nothing_committed(tmp_path: Path) -> None:
             store.append_events("c1", [NewEvent("after restart")])
     finally:
         server.cleanup()
+        home.cleanup()
 
 
 def test_history_reads_go_to_the_replica_and_turns_stay_on_the_primary(dsn: str, schema: str) -> None:
