@@ -44,7 +44,10 @@ def test_demo_without_redelivery(dsn: str) -> None:
     assert "delivers each message once" in out and out.count("kill -9 w") == 1
     assert "delivery failed" not in out  # nothing was delivered twice
     assert "turn(s) recovered by another worker, 0 left, 0 failed" in out
-    assert "PASS  refunds paid = 1" in out and "OK: every agent remembered the email and paid once." in out
+    assert "PASS  refunds paid = 1" in out and "FAIL" not in out and "checks: 8/8 passed" in out
+    # ... and the inbox's turns feed distillation too: the new conversation knows the email.
+    assert "PASS  new conversation: email known, not asked" in out
+    assert "OK: every agent remembered the email, paid once, and knew it again in a new conversation." in out
 
 
 def test_demo_keep_leaves_the_data_to_inspect(dsn: str) -> None:
