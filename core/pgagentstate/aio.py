@@ -197,7 +197,14 @@ class _AsyncSource:
                     if not self._probed:
                         await self._first_connection(self._dsn)
                         self._probed = True
-                    await entry.pool.open()
+                    # Wait for the first connection: a call made while it is still being made has the pool
+                    # start a second one, which a loop shut down right after the call left half-made (an
+                    # open server session held by the log record of its cancellation: 1 run in 3).
+                    try:
+                        await entry.pool.open(wait=True, timeout=POOL_WAIT)
+                    except PoolTimeout:
+                        self._pools.pop(loop, None)  # a pool that timed out is closed: the next call makes another
+                        raise
                     cast(LoopCloser, entry.closer).start(entry.pool)  # sync: pass
                     entry.opened = True
         return entry.pool

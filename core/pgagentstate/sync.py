@@ -196,7 +196,14 @@ class _SyncSource:
                     if not self._probed:
                         self._first_connection(self._dsn)
                         self._probed = True
-                    entry.pool.open()
+                    # Wait for the first connection: a call made while it is still being made has the pool
+                    # start a second one, which a loop shut down right after the call left half-made (an
+                    # open server session held by the log record of its cancellation: 1 run in 3).
+                    try:
+                        entry.pool.open(wait=True, timeout=POOL_WAIT)
+                    except PoolTimeout:
+                        self._pools.pop(loop, None)  # a pool that timed out is closed: the next call makes another
+                        raise
                     pass
                     entry.opened = True
         return entry.pool

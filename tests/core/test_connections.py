@@ -230,16 +230,17 @@ def test_a_store_used_from_many_event_loops_leaves_no_connection_behind(dsn: str
     for _ in range(4):
         asyncio.run(store.get_conversation("nobody"))
     # A closed connection's server process exits a moment later: wait for it (bounded), not for a time.
-    # A connection attempt still in flight when its loop shut down is not the pool's yet and may stay
-    # open until collected (seen in 1 run of 5): at most one, where every loop used to leave its pool.
+    # A pool that grew while its first connection was being made left the second half-made at shutdown,
+    # kept open by the log record of its cancellation (pytest keeps them): 1 run in 3 before the pool
+    # waited for its first connection.
     gc.collect()
     left = mine()
     for _ in range(100):
-        if left <= 1:
+        if left == 0:
             break
         time.sleep(0.05)
         left = mine()
-    assert left <= 1
+    assert left == 0
     asyncio.run(store.close())
 
 
