@@ -26,6 +26,13 @@ the runs. Sections:
 
 DSN: --dsn, else $PGAGENTSTATE_BENCH_DSN, else postgresql://postgres@127.0.0.1:5432/postgres. Everything
 lives in two throwaway schemas, dropped at the end.
+
+--rtt MS puts a network between both sides and Postgres: every connection goes through the tests' fault proxy
+(tools/fault_proxy.py) in latency mode, MS/2 each way. Loopback round trips cost ~0.03 ms here, so the default
+run measures server and client work; a server in another zone or behind a pooler is 0.3-1 ms away, and there
+a turn's round trips (2 for ours, 9 for the naive code) dominate. The proxy forwards in one thread per
+direction per connection, which the throughput section's 20 connections would contend on: use it with
+--only latency.
 """
 
 from __future__ import annotations
@@ -35,6 +42,7 @@ import asyncio
 import json
 import os
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
@@ -48,6 +56,9 @@ from psycopg_pool import AsyncConnectionPool
 from pgagentstate import AsyncStateStore, NewEvent, StateRef, StateStore, queries
 from pgagentstate.ops import events as event_ops
 from pgagentstate.ops import state as state_ops
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from fault_proxy import FaultProxy
 
 SIZES = (20, 200, 1_000, 5_000)
 POOL = 10  # connections per side in the throughput section (the store's default max_size)
@@ -593,16 +604,27 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--only", default="latency,floor,cpu,throughput,append,history")
     parser.add_argument("--quick", action="store_true", help="fewer rounds, 1 s throughput slices (development)")
+    parser.add_argument("--rtt", type=float, default=0.0, help="a network round trip of MS milliseconds (see above)")
     args = parser.parse_args()
     only = set(args.only.split(","))
+    dsn, proxy = args.dsn, None
+    if args.rtt:
+        target = psycopg.conninfo.conninfo_to_dict(dsn)
+        proxy = FaultProxy(str(target.get("host") or "127.0.0.1"), int(target.get("port") or 5432))
+        proxy.set("latency", delay=args.rtt / 2000)
+        dsn = psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     runs = []
-    for k in range(args.runs):
-        run = one_run(args.dsn, only, args.quick)
-        print(json.dumps({"run": k + 1, **run}), flush=True)
-        runs.append(run)
+    try:
+        for k in range(args.runs):
+            run = one_run(dsn, only, args.quick)
+            print(json.dumps({"run": k + 1, **run}), flush=True)
+            runs.append(run)
+    finally:
+        if proxy is not None:
+            proxy.close()
     print(
         f"\nmedians of {len(runs)} runs (1-minute load average {runs[0]['load_before']:.2f} at the start, "
-        f"{runs[-1]['load_after']:.2f} at the end):"
+        f"{runs[-1]['load_after']:.2f} at the end{f'; {args.rtt} ms round trip' if args.rtt else ''}):"
     )
     report(median_of(runs), runs)
 
