@@ -2,15 +2,19 @@
 (``tools/fault_proxy.py``: reset, blackhole, latency, slow trickle), switched in the middle of turns.
 
 - reset: the call in flight fails at once with a retryable ``ConnectionLost``; while every new connection is
-  reset, each call fails the same way within the pool wait (``connect.POOL_WAIT``); once it passes again the
-  next call reconnects by itself;
+  reset, each call fails with ``ServerRefused`` (a ``ConnectionLost``) after ``connect.REFUSED_RETRY`` (1 s) of
+  attempts; once it passes again the next call reconnects by itself;
+- Postgres stopped behind the proxy: ``ServerRefused`` as fast, async and sync store; the first call after it
+  is back connects at once;
+- the only server read-only (a standby awaiting promotion): a call waits for it (``connect.FAILOVER_WAIT``);
 - blackhole (a hung middlebox: the proxy's kernel acknowledges every byte, so TCP keepalives cannot tell):
-  the caller's own deadline (``asyncio.timeout``) bounds the call, psycopg closes the connection after its
-  cancel attempt (at most 5 + 5 s), and the store works again once the path is back;
+  the store's deadline cuts the connection and the call fails with ``DeadlineExceeded`` (a ``ConnectionLost``),
+  before a turn's load or at its save, async and sync store; the store works again once the path is back;
 - latency and a trickle of 2 kB/s: turns are slower and nothing breaks.
 
 Every case ends with the conversation checked: contiguous seqs, the state's version equal to the turns that
-committed, no event written without its state or the other way round. About 40 s in all.
+committed, no event written without its state or the other way round. About 75 s in all (a fresh cluster per
+test).
 """
 
 from __future__ import annotations
