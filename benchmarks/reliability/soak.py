@@ -97,6 +97,8 @@ async def main() -> int:
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults")
     parser.add_argument("--partition-seconds", type=float, nargs=2, default=(1.0, 30.0), metavar=("LOW", "HIGH"))
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--round-deadline", type=float, default=300.0,
+                        help="seconds after a round began when a customer gives up on a message")  # fmt: skip
     parser.add_argument("--think", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--ha", action="store_true", default=os.environ.get("PGAGENTSTATE_HA", "") in ("1", "true"),
@@ -110,7 +112,8 @@ async def main() -> int:
         register_fault("failover", failover)
     config = SoakConfig(conversations=args.conversations, minutes=args.minutes, framework=args.framework,
                         faults=tuple(args.faults), fault_every=args.fault_every, workers=args.workers,
-                        think=args.think, seed=args.seed, partition_seconds=tuple(args.partition_seconds))  # fmt: skip
+                        think=args.think, seed=args.seed, partition_seconds=tuple(args.partition_seconds),
+                        round_deadline=args.round_deadline)  # fmt: skip
     with temp_root("pgas-soak-") as root:
         if args.ha:
             from patroni_cluster import PatroniPair
