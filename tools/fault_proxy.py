@@ -7,7 +7,7 @@ Modes (:meth:`FaultProxy.set`):
   held and delivered when the mode changes, like TCP retransmissions after a partition heals. Unlike a link
   taken down (``tools/netns.py``) the proxy's kernel still acknowledges what the client sends, so the
   client's TCP keepalives and ``tcp_user_timeout`` never fire: this is a hung middlebox (a stuck proxy or
-  pooler), which only the caller's own deadline can bound.
+  pooler), which only a deadline above TCP can bound (the store's ``deadline=``).
 - ``reset``: every open connection is reset (RST to both sides) and new ones are reset as they arrive.
 - ``latency``: each chunk waits ``delay`` seconds before it is forwarded (each way: a round trip costs 2x).
 - ``trickle``: at most ``rate`` bytes per second each way.

@@ -124,7 +124,7 @@ class PatroniNode:
                         "use_pg_rewind": False,
                         "use_slots": True,
                         "parameters": {
-                            "max_connections": 120,
+                            "max_connections": 200,
                             "shared_buffers": "32MB",
                             "fsync": "off",
                             "full_page_writes": "off",
@@ -149,6 +149,10 @@ class PatroniNode:
                 "authentication": {"superuser": {"username": "postgres"}, "replication": {"username": "postgres"}},
                 "parameters": {"unix_socket_directories": str(self.root)},
                 "basebackup": [{"checkpoint": "fast"}],
+                # A node killed while primary may hold WAL its successor never got: it comes back as the new
+                # standby from a fresh base backup (the soak's failover fault; small databases: seconds).
+                "remove_data_directory_on_diverged_timelines": True,
+                "remove_data_directory_on_rewind_failure": True,
             },
         }
 

@@ -13,7 +13,10 @@ The pieces are in tests/reliability/soak_world.py; the short version runs in CI 
         --out docs/reliability-soak.jsonl --svg docs/img/soak-latency.svg
 
 One JSON line (printed, and appended to ``--out``); exit status 1 when any anomaly was found.
-``failover`` and ``partition`` become available when an HA setup registers them (soak_world.register_fault).
+``partition`` (the workers' path to Postgres blackholed or reset through tools/fault_proxy.py for 1-30 s) is
+drawn by default. ``--ha`` (or ``PGAGENTSTATE_HA=1``) runs Postgres as a Patroni pair (tools/patroni_cluster.py)
+and adds ``failover``: kill -9 of the leader's whole node, Patroni promotes the synchronous standby, the killed
+node comes back as the new standby; the Postgres crash fault is left out then (Patroni restarts its own).
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import os
 import platform
 import sys
 import tempfile
+import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path[:0] = [
@@ -36,9 +41,50 @@ sys.path[:0] = [
 ]
 
 from pg_cluster import PgCluster, temp_root  # noqa: E402
-from soak_world import FAULTS, PLANNED, SoakConfig, run_soak, summary  # noqa: E402
+from soak_world import FAULTS, PLANNED, FaultContext, FaultFn, SoakConfig, register_fault, run_soak, summary  # noqa: E402
 from svgplot import line_chart  # noqa: E402
 from webhook_world import percentiles_ms  # noqa: E402
+
+
+class HaPostgres:
+    """A Patroni pair seen the way run_soak sees a server: its DSN (multi-host, the writable one), its ports."""
+
+    def __init__(self, pair: Any) -> None:
+        self.pair = pair
+        self.ports = [n.port for n in pair.nodes]
+
+    def dsn(self) -> str:
+        return str(self.pair.dsn(connect_timeout="2"))
+
+    def start(self) -> None:
+        """Patroni restarts its own Postgres."""
+
+
+def failover(ctx: FaultContext) -> FaultFn:
+    """kill -9 of the leader's node (Patroni and Postgres); Patroni promotes the synchronous standby by itself;
+    then the killed node is started again and rejoins as the standby (a fresh base backup if it diverged)."""
+    pair = ctx.pg.pair
+
+    async def fault() -> None:
+        old = await asyncio.to_thread(pair.leader)
+        if old is None:
+            return
+        new = next(n for n in pair.nodes if n is not old)
+        began = time.monotonic()
+        await asyncio.to_thread(old.kill9)
+        try:
+            while await asyncio.to_thread(pair.leader) is not new:
+                if time.monotonic() - began > 60:
+                    raise TimeoutError("no promotion within 60 s")
+                await asyncio.sleep(0.1)
+            ctx.figures.setdefault("failover_promoted_after_s", []).append(round(time.monotonic() - began, 2))
+            await asyncio.to_thread(old.start)
+            await asyncio.to_thread(pair.wait, {new.name: "leader", old.name: "sync_standby"}, 180)
+            ctx.figures.setdefault("failover_rejoined_after_s", []).append(round(time.monotonic() - began, 2))
+        except Exception as exc:  # the run goes on; the report says so
+            ctx.figures.setdefault("failover_errors", []).append(str(exc)[:300])  # type: ignore[arg-type]
+
+    return fault
 
 
 async def main() -> int:
@@ -46,23 +92,40 @@ async def main() -> int:
     parser.add_argument("--conversations", type=int, default=200, help="customers at a time")
     parser.add_argument("--minutes", type=float, default=20.0)
     parser.add_argument("--framework", default="langgraph", choices=("langgraph", "adk", "openai_agents", "core"))
-    parser.add_argument("--faults", nargs="+", default=sorted(FAULTS), choices=[*sorted(FAULTS), *PLANNED])
+    parser.add_argument("--faults", nargs="+", choices=[*sorted(FAULTS), *PLANNED],
+                        help=f"default: {' '.join(sorted(FAULTS))} (--ha: failover, not restart)")  # fmt: skip
     parser.add_argument("--fault-every", type=float, default=6.0, help="mean seconds between faults")
+    parser.add_argument("--partition-seconds", type=float, nargs=2, default=(1.0, 30.0), metavar=("LOW", "HIGH"))
     parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--round-deadline", type=float, default=300.0,
+                        help="seconds after a round began when a customer gives up on a message")  # fmt: skip
     parser.add_argument("--think", type=float, default=0.2)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--ha", action="store_true", default=os.environ.get("PGAGENTSTATE_HA", "") in ("1", "true"),
+                        help="Postgres as a Patroni pair, with the failover fault")  # fmt: skip
     parser.add_argument("--out", type=Path)
     parser.add_argument("--svg", type=Path)
     args = parser.parse_args()
+    if args.faults is None:
+        args.faults = [f for f in sorted(FAULTS) if f != "restart"] + ["failover"] if args.ha else sorted(FAULTS)
+    if args.ha:
+        register_fault("failover", failover)
     config = SoakConfig(conversations=args.conversations, minutes=args.minutes, framework=args.framework,
                         faults=tuple(args.faults), fault_every=args.fault_every, workers=args.workers,
-                        think=args.think, seed=args.seed)  # fmt: skip
+                        think=args.think, seed=args.seed, partition_seconds=tuple(args.partition_seconds),
+                        round_deadline=args.round_deadline)  # fmt: skip
     with temp_root("pgas-soak-") as root:
-        pg = PgCluster.create(root, max_connections="200")
-        try:
-            soak = await run_soak(pg, config, Path(tempfile.mkdtemp(prefix="soak-")))
-        finally:
-            pg.stop("fast")
+        if args.ha:
+            from patroni_cluster import PatroniPair
+
+            with PatroniPair(root) as pair:
+                soak = await run_soak(HaPostgres(pair), config, Path(tempfile.mkdtemp(prefix="soak-")))
+        else:
+            pg = PgCluster.create(root, max_connections="200")
+            try:
+                soak = await run_soak(pg, config, Path(tempfile.mkdtemp(prefix="soak-")))
+            finally:
+                pg.stop("fast")
     figures = summary(soak)
     figures["load_average"] = [round(x, 2) for x in os.getloadavg()]
     figures["machine"] = f"{platform.machine()} {platform.system()} cpus={os.cpu_count()}"

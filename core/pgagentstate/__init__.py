@@ -14,6 +14,7 @@ from .errors import (
     AlreadyExists,
     ConflictError,
     ConnectionLost,
+    DeadlineExceeded,
     IdempotencyConflict,
     IdempotencyInProgress,
     IntegrityError,
@@ -26,6 +27,7 @@ from .errors import (
     PgAgentStateError,
     PoolDeadlock,
     SchemaError,
+    ServerRefused,
     VersionConflict,
 )
 from .models import (
@@ -54,6 +56,7 @@ __all__ = [
     "ConflictError",
     "ConnectionLost",
     "Conversation",
+    "DeadlineExceeded",
     "Encryption",
     "EnvKeyProvider",
     "Event",
@@ -82,6 +85,7 @@ __all__ = [
     "PoolDeadlock",
     "RedisTier",
     "SchemaError",
+    "ServerRefused",
     "StateDoc",
     "StateRef",
     "StateStore",

@@ -16,9 +16,10 @@ import inspect
 import json
 import logging
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Generator, Iterable, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
+from time import monotonic
 from types import TracebackType
 from typing import Any, TypeVar, cast
 
@@ -31,18 +32,33 @@ from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import (
+    DEADLINE,
+    FAILOVER_WAIT,
     POOL_WAIT,
+    REFUSED_RETRY,
     behind_pgbouncer,
+    connect_failure,
     first_connect_kwargs,
     idle_connection_is_dead,
     pool_kwargs,
+    refused,
     resolve_dsn,
     unreachable,
 )
 from .crypto import Cipher, Encryption
+from .deadlines import watchdog
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import ConnectionLost, InvalidInput, LeaseLost, PgAgentStateError, PoolDeadlock, translate
+from .errors import (
+    ConnectionLost,
+    DeadlineExceeded,
+    InvalidInput,
+    LeaseLost,
+    PgAgentStateError,
+    PoolDeadlock,
+    ServerRefused,
+    translate,
+)
 from .loops import LoopCloser
 from .models import (
     Accepted,
@@ -135,6 +151,10 @@ class _AsyncSource:
         self._conn_lock = asyncio.Lock()
         self._pools: dict[Any, _LoopPool] = {}
         self._returned = 0  # connections handed back to a pool so far: a long wait that saw some is a queue
+        # Set when a connection was found dead (after a restart, a failover, a partition): until a pooled
+        # connection is handed out again, a call that finds none ready connects itself (see _getconn).
+        self._trouble = False
+        self._direct: set[AsyncConnection[Any]] = set()  # such connections in use, closed after their call
         if isinstance(conn, AsyncConnectionPool):
             self.pool = conn
         elif isinstance(conn, AsyncConnection):
@@ -174,8 +194,14 @@ class _AsyncSource:
         try:
             yield conn
         finally:
-            await pool.putconn(conn)
-            self._returned += 1
+            if conn in self._direct:
+                self._direct.discard(conn)
+                await conn.close()
+            else:
+                if conn.closed:  # it died during the call: the server or the path to it is in trouble
+                    self._trouble = True
+                await pool.putconn(conn)
+                self._returned += 1
 
     async def _own_pool(self) -> AsyncConnectionPool[Any]:
         """The open pool of the running loop (made on its first use there)."""
@@ -214,10 +240,7 @@ class _AsyncSource:
         """Connect once before starting the first pool, so that a wrong DSN or a server that is down fails
         the first call at once with the reason. The pool itself retries in the background for its whole
         timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
-        try:
-            conn = await AsyncConnection.connect(dsn, **first_connect_kwargs(dsn))
-        except psycopg.OperationalError as exc:
-            raise ConnectionLost(unreachable(dsn, exc)) from None
+        conn = await _reach(dsn, first_connect_kwargs(dsn))
         await conn.close()
 
     async def _live_connection(self, pool: AsyncConnectionPool[Any]) -> AsyncConnection[Any]:
@@ -233,6 +256,7 @@ class _AsyncSource:
             conn = await self._getconn(pool)
             if not idle_connection_is_dead(conn):
                 return conn
+            self._trouble = True
             await conn.close()
             await pool.putconn(conn)
         conn = await self._getconn(pool)  # new connections by now; a failure on it is reported as ConnectionLost
@@ -247,10 +271,23 @@ class _AsyncSource:
         coming back. Only a wait during which none of this store's connections came back is a stall
         (PoolTimeout, then ConnectionLost): a server that hangs, or every connection held elsewhere.
         """
+        conn: AsyncConnection[Any]
+        if self._trouble and len(self._direct) < pool.max_size and isinstance(pool.conninfo, str):
+            # The pool replaces dead connections in the background, retrying a refused server after 1, 2,
+            # 4, 8... s: waiting for it cost a call the whole pool wait (10 s) while the server was down,
+            # and up to 3.6 s once it was back. A call that finds no connection ready connects itself.
+            try:
+                conn = await pool.getconn(timeout=0.01)
+            except PoolTimeout:
+                conn = await _reach(pool.conninfo, pool.kwargs if isinstance(pool.kwargs, dict) else {})
+                self._direct.add(conn)
+                return conn
+            self._trouble = False
+            return conn
         while True:
             returned = self._returned
             try:
-                conn: AsyncConnection[Any] = await pool.getconn()
+                conn = await pool.getconn()
                 return conn
             except PoolTimeout:
                 if self._returned == returned:
@@ -271,6 +308,35 @@ class _AsyncSource:
                     entry.closer.finish()
                 if not loop.is_closed():  # sync: if False:
                     asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
+
+
+def _address(conn: AsyncConnection[Any]) -> str:
+    try:
+        return f"{conn.info.host}:{conn.info.port}"
+    except psycopg.Error:
+        return "the server"
+
+
+async def _reach(conninfo: str, kwargs: dict[str, Any]) -> AsyncConnection[Any]:
+    """A new connection, or a typed error within a bounded time: refused or reset on every attempt for
+    ``REFUSED_RETRY`` s, ``ServerRefused``; a server that cannot take the session yet (starting up, a
+    standby about to be promoted) is tried again for ``FAILOVER_WAIT`` s; anything else (no answer within
+    ``connect_timeout``, a wrong password) is a ``ConnectionLost`` at once."""
+    began = monotonic()
+    pause = 0.05
+    while True:
+        try:
+            conn: AsyncConnection[Any] = await AsyncConnection.connect(conninfo, **kwargs)
+            return conn
+        except psycopg.OperationalError as exc:
+            kind = connect_failure(exc)
+            limit = REFUSED_RETRY if kind == "refused" else FAILOVER_WAIT if kind == "not_yet" else 0.0
+            if monotonic() - began + pause > limit:
+                if kind == "refused":
+                    raise ServerRefused(refused(conninfo, exc)) from None
+                raise ConnectionLost(unreachable(conninfo, exc)) from None
+        await asyncio.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
@@ -309,6 +375,9 @@ class AsyncStateStore:
     truth (every write is version-checked there) and takes over whenever Redis fails.
     ``memory_index`` (:class:`~pgagentstate.embedding.MemoryIndex`) embeds memories as they are written
     and makes :meth:`search_memory` search by meaning (pgvector's HNSW index when the server has it).
+    ``deadline`` (seconds, default 15; None for none) bounds each transaction a call sends: with no answer
+    by then its connection is cut and the call fails with the retryable
+    :class:`~pgagentstate.errors.DeadlineExceeded` (a hung proxy or pooler; TCP cannot see those).
     """
 
     def __init__(
@@ -328,8 +397,10 @@ class AsyncStateStore:
         sanitizer: Sanitizer | None = None,
         cache: RedisTier | None = None,
         memory_index: MemoryIndex | None = None,
+        deadline: float | None = DEADLINE,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
+        self._deadline = arguments.optional_duration(deadline, "deadline")
         self._tenant = check_id(tenant, "tenant", self._limits)
         self._schema = check_schema_name(schema)
         self._pgbouncer = behind_pgbouncer() if pgbouncer is None else pgbouncer
@@ -480,18 +551,21 @@ class AsyncStateStore:
                         if held is None and cmd.hold:
                             held = AsyncExitStack()
                             held_conn = await held.enter_async_context(self._source.connection())
-                            await held.enter_async_context(held_conn.transaction())
-                            await self._prelude(held_conn, cmd.snapshot)
+                            with self._bounded(held_conn, cmd):
+                                await held.enter_async_context(held_conn.transaction())
+                                await self._prelude(held_conn, cmd.snapshot)
                         if held is not None:
                             assert held_conn is not None
-                            result = await self._execute(held_conn, cmd.stmts)
-                            if not cmd.hold:
-                                done, held = held, None
-                                await done.aclose()  # commits
+                            with self._bounded(held_conn, cmd):
+                                result = await self._execute(held_conn, cmd.stmts)
+                                if not cmd.hold:
+                                    done, held = held, None
+                                    await done.aclose()  # commits
                         else:
                             source = self._replica if cmd.replica and self._replica is not None else self._source
                             async with source.connection() as conn:
-                                result = await self._execute_tx(conn, cmd)
+                                with self._bounded(conn, cmd):
+                                    result = await self._execute_tx(conn, cmd)
                     elif isinstance(cmd, Cache):
                         tier = self._tier
                         result = cmd.default if tier is None else await tier.aexecute(cmd)
@@ -520,6 +594,23 @@ class AsyncStateStore:
                 stop_exc = RuntimeError("operation abandoned")
                 await held.__aexit__(RuntimeError, stop_exc, None)
             op.close()
+
+    @contextlib.contextmanager
+    def _bounded(self, conn: AsyncConnection[Any], tx: Tx) -> Generator[None, None, None]:
+        """Run the block under the store's deadline: past it, the watchdog cuts the connection (the wait
+        returns at once with a driver error), reported as ``DeadlineExceeded``."""
+        if self._deadline is None or tx.patient:
+            yield
+            return
+        token = watchdog.arm(conn, self._deadline)
+        try:
+            yield
+        except psycopg.Error as exc:
+            if watchdog.disarm(token):
+                raise DeadlineExceeded(self._deadline, _address(conn)) from exc
+            raise
+        finally:
+            watchdog.disarm(token)
 
     async def _prelude(self, conn: AsyncConnection[Any], snapshot: bool = False) -> None:
         """First statements of every transaction: isolation level, then the tenant for row-level security."""
@@ -1440,9 +1531,7 @@ class AsyncStateStore:
     async def delete_snapshot_conversation(self, conversation_id: str) -> bool:
         """Delete the conversation like :meth:`delete_conversation`, and drop late snapshot writes for it
         until a new chain starts there. False if it did not exist."""
-        return await self.run(
-            snapshot_threads.delete_conversation(self._ctx, conversation_id), changes=conversation_id
-        )
+        return await self.run(snapshot_threads.delete_conversation(self._ctx, conversation_id), changes=conversation_id)
 
     async def delete_snapshot_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the snapshots (and their writes) of these runs, and the blobs and chunks no longer used."""

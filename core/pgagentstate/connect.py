@@ -101,6 +101,49 @@ TCP_DEADLINES: dict[str, Any] = {
 POOL_WAIT = 10.0
 
 
+#: Seconds a transaction may wait for its answer (by default; the store's ``deadline=``) before its
+#: connection is cut and the call fails with ``DeadlineExceeded``: what bounds a hung middlebox, which TCP
+#: cannot see. A turn's transactions take 1-3 ms on an idle server and under 1 s at a load average of 19;
+#: 15 s leaves room for lock waits. Migrations and index builds (``Tx.patient``) have none.
+DEADLINE = 15.0
+
+#: Seconds a call keeps trying to connect while every attempt is refused or reset (the server is down, its
+#: port closed) before ``ServerRefused``: enough for a fast restart's closed port, far below ``POOL_WAIT``.
+REFUSED_RETRY = 1.0
+
+#: Seconds a call keeps trying to connect while the server answers but cannot take the session yet: it is
+#: starting up or shutting down, or (a multi-host DSN with ``target_session_attrs=read-write``) the only
+#: server up is a standby not yet promoted. A Patroni failover promoted in 6.4 s here (``ttl`` 6 s).
+FAILOVER_WAIT = 10.0
+
+_REFUSED = ("connection refused", "no such file or directory", "closed the connection unexpectedly", "reset by peer")
+_NOT_YET = (
+    "starting up",
+    "shutting down",
+    "in recovery",
+    "hot standby",
+    "read-only",
+    "too many clients",
+    "not yet accepting",
+)
+
+
+def connect_failure(exc: BaseException) -> str:
+    """What a failed connection attempt says: ``"not_yet"`` (a server answered but cannot take the session
+    yet), ``"refused"`` (turned away: nothing listens, or the peer reset) or ``"other"`` (no answer in
+    ``connect_timeout``, authentication, a wrong database...)."""
+    text = str(exc).lower()
+    if any(m in text for m in _NOT_YET):
+        return "not_yet"
+    if any(m in text for m in _REFUSED):
+        return "refused"
+    return "other"
+
+
+def refused(dsn: str, exc: BaseException) -> str:
+    return f"Postgres at {where(dsn)} refused the connection: {' '.join(str(exc).split())}"
+
+
 def pool_kwargs(*, pgbouncer: bool, dsn: str = "") -> dict[str, Any]:
     """Connection settings for pools the store creates.
 

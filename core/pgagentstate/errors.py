@@ -16,6 +16,8 @@
     ├── IntegrityError                    a stored ciphertext failed authentication, or plaintext where
     │                                     encryption is required
     ├── ConnectionLost                    the connection died mid-operation; retryable
+    │   ├── DeadlineExceeded              no answer within the store's per-call deadline (a hung path)
+    │   └── ServerRefused                 the server (or what stands for it) turned the connection away
     ├── PoolDeadlock                      the caller's own locks hold every pooled connection; not retryable
     ├── SchemaError                       schema missing or newer than this library
     └── DatabaseError                     any other server error (the driver error is ``__cause__``)
@@ -144,6 +146,22 @@ class ConnectionLost(PgAgentStateError):
     """
 
     retryable = True
+
+
+class DeadlineExceeded(ConnectionLost):
+    """A transaction got no answer within the store's ``deadline``: the path to Postgres hangs (a stuck
+    proxy or pooler, a partition the kernel has not noticed yet). The connection was cut, so the
+    transaction either committed before the hang or never will; retryable as any ``ConnectionLost``."""
+
+    def __init__(self, seconds: float, where: str) -> None:
+        self.seconds = seconds
+        super().__init__(f"no answer from Postgres at {where} within the deadline of {seconds:g} s; connection cut")
+
+
+class ServerRefused(ConnectionLost):
+    """Every connection attempt was refused or reset (the server is down, its port closed, or a proxy in
+    front of it turns connections away): the call fails fast instead of waiting for the pool. Retryable:
+    the server may be restarting."""
 
 
 class PoolDeadlock(PgAgentStateError):

@@ -15,9 +15,10 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
+from time import monotonic
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -30,18 +31,33 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from . import arguments
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import (
+    DEADLINE,
+    FAILOVER_WAIT,
     POOL_WAIT,
+    REFUSED_RETRY,
     behind_pgbouncer,
+    connect_failure,
     first_connect_kwargs,
     idle_connection_is_dead,
     pool_kwargs,
+    refused,
     resolve_dsn,
     unreachable,
 )
 from .crypto import Cipher, Encryption
+from .deadlines import watchdog
 from .distill import DISTILL_CHANNEL, Distiller, DistillResult
 from .embedding import Embedder, MemoryIndex
-from .errors import ConnectionLost, InvalidInput, LeaseLost, PgAgentStateError, PoolDeadlock, translate
+from .errors import (
+    ConnectionLost,
+    DeadlineExceeded,
+    InvalidInput,
+    LeaseLost,
+    PgAgentStateError,
+    PoolDeadlock,
+    ServerRefused,
+    translate,
+)
 from .loops import LoopCloser
 from .models import (
     Accepted,
@@ -134,6 +150,10 @@ class _SyncSource:
         self._conn_lock = threading.Lock()
         self._pools: dict[Any, _LoopPool] = {}
         self._returned = 0  # connections handed back to a pool so far: a long wait that saw some is a queue
+        # Set when a connection was found dead (after a restart, a failover, a partition): until a pooled
+        # connection is handed out again, a call that finds none ready connects itself (see _getconn).
+        self._trouble = False
+        self._direct: set[Connection[Any]] = set()  # such connections in use, closed after their call
         if isinstance(conn, ConnectionPool):
             self.pool = conn
         elif isinstance(conn, Connection):
@@ -173,8 +193,14 @@ class _SyncSource:
         try:
             yield conn
         finally:
-            pool.putconn(conn)
-            self._returned += 1
+            if conn in self._direct:
+                self._direct.discard(conn)
+                conn.close()
+            else:
+                if conn.closed:  # it died during the call: the server or the path to it is in trouble
+                    self._trouble = True
+                pool.putconn(conn)
+                self._returned += 1
 
     def _own_pool(self) -> ConnectionPool[Any]:
         """The open pool of the running loop (made on its first use there)."""
@@ -213,10 +239,7 @@ class _SyncSource:
         """Connect once before starting the first pool, so that a wrong DSN or a server that is down fails
         the first call at once with the reason. The pool itself retries in the background for its whole
         timeout (30 s), logs a warning per attempt and ends in a PoolTimeout that does not say why."""
-        try:
-            conn = Connection.connect(dsn, **first_connect_kwargs(dsn))
-        except psycopg.OperationalError as exc:
-            raise ConnectionLost(unreachable(dsn, exc)) from None
+        conn = _reach(dsn, first_connect_kwargs(dsn))
         conn.close()
 
     def _live_connection(self, pool: ConnectionPool[Any]) -> Connection[Any]:
@@ -232,6 +255,7 @@ class _SyncSource:
             conn = self._getconn(pool)
             if not idle_connection_is_dead(conn):
                 return conn
+            self._trouble = True
             conn.close()
             pool.putconn(conn)
         conn = self._getconn(pool)  # new connections by now; a failure on it is reported as ConnectionLost
@@ -246,10 +270,23 @@ class _SyncSource:
         coming back. Only a wait during which none of this store's connections came back is a stall
         (PoolTimeout, then ConnectionLost): a server that hangs, or every connection held elsewhere.
         """
+        conn: Connection[Any]
+        if self._trouble and len(self._direct) < pool.max_size and isinstance(pool.conninfo, str):
+            # The pool replaces dead connections in the background, retrying a refused server after 1, 2,
+            # 4, 8... s: waiting for it cost a call the whole pool wait (10 s) while the server was down,
+            # and up to 3.6 s once it was back. A call that finds no connection ready connects itself.
+            try:
+                conn = pool.getconn(timeout=0.01)
+            except PoolTimeout:
+                conn = _reach(pool.conninfo, pool.kwargs if isinstance(pool.kwargs, dict) else {})
+                self._direct.add(conn)
+                return conn
+            self._trouble = False
+            return conn
         while True:
             returned = self._returned
             try:
-                conn: Connection[Any] = pool.getconn()
+                conn = pool.getconn()
                 return conn
             except PoolTimeout:
                 if self._returned == returned:
@@ -270,6 +307,35 @@ class _SyncSource:
                     entry.closer.finish()
                 if False:
                     pass
+
+
+def _address(conn: Connection[Any]) -> str:
+    try:
+        return f"{conn.info.host}:{conn.info.port}"
+    except psycopg.Error:
+        return "the server"
+
+
+def _reach(conninfo: str, kwargs: dict[str, Any]) -> Connection[Any]:
+    """A new connection, or a typed error within a bounded time: refused or reset on every attempt for
+    ``REFUSED_RETRY`` s, ``ServerRefused``; a server that cannot take the session yet (starting up, a
+    standby about to be promoted) is tried again for ``FAILOVER_WAIT`` s; anything else (no answer within
+    ``connect_timeout``, a wrong password) is a ``ConnectionLost`` at once."""
+    began = monotonic()
+    pause = 0.05
+    while True:
+        try:
+            conn: Connection[Any] = Connection.connect(conninfo, **kwargs)
+            return conn
+        except psycopg.OperationalError as exc:
+            kind = connect_failure(exc)
+            limit = REFUSED_RETRY if kind == "refused" else FAILOVER_WAIT if kind == "not_yet" else 0.0
+            if monotonic() - began + pause > limit:
+                if kind == "refused":
+                    raise ServerRefused(refused(conninfo, exc)) from None
+                raise ConnectionLost(unreachable(conninfo, exc)) from None
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
 
 
 def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
@@ -308,6 +374,9 @@ class StateStore:
     truth (every write is version-checked there) and takes over whenever Redis fails.
     ``memory_index`` (:class:`~pgagentstate.embedding.MemoryIndex`) embeds memories as they are written
     and makes :meth:`search_memory` search by meaning (pgvector's HNSW index when the server has it).
+    ``deadline`` (seconds, default 15; None for none) bounds each transaction a call sends: with no answer
+    by then its connection is cut and the call fails with the retryable
+    :class:`~pgagentstate.errors.DeadlineExceeded` (a hung proxy or pooler; TCP cannot see those).
     """
 
     def __init__(
@@ -327,8 +396,10 @@ class StateStore:
         sanitizer: Sanitizer | None = None,
         cache: RedisTier | None = None,
         memory_index: MemoryIndex | None = None,
+        deadline: float | None = DEADLINE,
     ) -> None:
         self._limits = limits or DEFAULT_LIMITS
+        self._deadline = arguments.optional_duration(deadline, "deadline")
         self._tenant = check_id(tenant, "tenant", self._limits)
         self._schema = check_schema_name(schema)
         self._pgbouncer = behind_pgbouncer() if pgbouncer is None else pgbouncer
@@ -479,17 +550,19 @@ class StateStore:
                         if held is None and cmd.hold:
                             held = ExitStack()
                             held_conn = held.enter_context(self._source.connection())
-                            held.enter_context(held_conn.transaction())
-                            self._prelude(held_conn, cmd.snapshot)
+                            with self._bounded(held_conn, cmd):
+                                held.enter_context(held_conn.transaction())
+                                self._prelude(held_conn, cmd.snapshot)
                         if held is not None:
                             assert held_conn is not None
-                            result = self._execute(held_conn, cmd.stmts)
-                            if not cmd.hold:
-                                done, held = held, None
-                                done.close()  # commits
+                            with self._bounded(held_conn, cmd):
+                                result = self._execute(held_conn, cmd.stmts)
+                                if not cmd.hold:
+                                    done, held = held, None
+                                    done.close()  # commits
                         else:
                             source = self._replica if cmd.replica and self._replica is not None else self._source
-                            with source.connection() as conn:
+                            with source.connection() as conn, self._bounded(conn, cmd):
                                 result = self._execute_tx(conn, cmd)
                     elif isinstance(cmd, Cache):
                         tier = self._tier
@@ -519,6 +592,23 @@ class StateStore:
                 stop_exc = RuntimeError("operation abandoned")
                 held.__exit__(RuntimeError, stop_exc, None)
             op.close()
+
+    @contextlib.contextmanager
+    def _bounded(self, conn: Connection[Any], tx: Tx) -> Generator[None, None, None]:
+        """Run the block under the store's deadline: past it, the watchdog cuts the connection (the wait
+        returns at once with a driver error), reported as ``DeadlineExceeded``."""
+        if self._deadline is None or tx.patient:
+            yield
+            return
+        token = watchdog.arm(conn, self._deadline)
+        try:
+            yield
+        except psycopg.Error as exc:
+            if watchdog.disarm(token):
+                raise DeadlineExceeded(self._deadline, _address(conn)) from exc
+            raise
+        finally:
+            watchdog.disarm(token)
 
     def _prelude(self, conn: Connection[Any], snapshot: bool = False) -> None:
         """First statements of every transaction: isolation level, then the tenant for row-level security."""

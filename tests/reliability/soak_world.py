@@ -9,8 +9,10 @@ injectors). On top of them:
 - **Faults**: one every ``fault_every`` seconds on average (exponential gaps, so they land anywhere in a turn),
   each drawn from ``faults``: ``kill9`` (a worker, restarted 0.3 s later), ``terminate`` (pg_terminate_backend of
   every client), ``restart`` (Postgres ``stop -m immediate``, WAL replay, back 1 s later), ``payment`` (the
-  payment API times out or answers 500 on 30% + 30% of calls for 3 s). ``failover`` and ``partition`` need an HA
-  setup: a branch that has one adds them with :func:`register_fault` (see ``FaultContext`` for what a fault gets).
+  payment API times out or answers 500 on 30% + 30% of calls for 3 s), ``partition`` (the workers reach Postgres
+  through a fault-injecting TCP proxy, ``tools/fault_proxy.py``, which blackholes or resets every connection for
+  ``partition_seconds``, 1-30 s by default). ``failover`` needs an HA setup: ``benchmarks/reliability/soak.py``
+  registers it with :func:`register_fault` when asked (see ``FaultContext`` for what a fault gets).
 - **State reads**: during the run a sampler reads the refund state's version of random live conversations, so that
   a version lost in a crash (read, then gone) shows as a regression.
 - **Check**: history.check over every message, event, state version, read and side effect, plus webhook_world's
@@ -32,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from fault_proxy import FaultProxy
 from history import Anomaly, History, Message, check
 from webhook_world import (
     LoadCluster,
@@ -56,13 +59,37 @@ STRAY = "refunds or emails for unknown conversations"
 @dataclass
 class FaultContext:
     """What a fault factory gets: the Postgres cluster (tools/pg_cluster.PgCluster), the demo's cluster of
-    services and workers, the DSN the workers use, the run's random source, and a dict for its own figures."""
+    services and workers, a DSN of Postgres itself (not through the proxy), the run's random source, a dict for
+    its own figures, the fault proxy between the workers and Postgres and the run's configuration."""
 
     pg: Any
     cluster: LoadCluster
     dsn: str
     rng: random.Random
     figures: dict[str, list[float]]
+    proxy: ProxySet | None = None
+    config: SoakConfig | None = None
+
+
+class ProxySet:
+    """A fault proxy in front of each server (one, or the nodes of an HA pair), switched together."""
+
+    def __init__(self, ports: list[int]) -> None:
+        self.proxies = [FaultProxy("127.0.0.1", port) for port in ports]
+
+    def dsn(self) -> str:
+        hosts = ",".join("127.0.0.1" for _ in self.proxies)
+        ports = ",".join(str(p.port) for p in self.proxies)
+        multi = " target_session_attrs=read-write" if len(self.proxies) > 1 else ""
+        return f"host={hosts} port={ports} user=postgres dbname=postgres{multi}"
+
+    def set(self, mode: str) -> None:
+        for proxy in self.proxies:
+            proxy.set(mode)
+
+    def close(self) -> None:
+        for proxy in self.proxies:
+            proxy.close()
 
 
 def _kill9(ctx: FaultContext) -> FaultFn:
@@ -89,15 +116,36 @@ def _payment(ctx: FaultContext, rate: float = 0.3, seconds: float = 3.0) -> Faul
     return fault
 
 
-#: name -> factory. ``failover`` and ``partition`` are not here: they need a primary with a managed standby and a
-#: network between workers and Postgres, which the HA work brings (register them with register_fault).
+def _partition(ctx: FaultContext) -> FaultFn:
+    """Cut the network between the workers and Postgres for ``partition_seconds`` (uniform): ``blackhole``
+    (connections stay open, no byte passes: a hung middlebox, bounded by the store's deadline) or ``reset``
+    (every connection and every new one reset: the store's ServerRefused)."""
+    low, high = ctx.config.partition_seconds if ctx.config else (1.0, 30.0)
+
+    async def fault() -> None:
+        assert ctx.proxy is not None
+        mode = ctx.rng.choice(("blackhole", "reset"))
+        seconds = ctx.rng.uniform(low, high)
+        ctx.proxy.set(mode)
+        try:
+            await asyncio.sleep(seconds)
+        finally:
+            ctx.proxy.set("pass")
+        ctx.figures.setdefault(f"partition_{mode}_s", []).append(round(seconds, 1))
+
+    return fault
+
+
+#: name -> factory. ``failover`` is not here: it needs a primary with a managed standby (Patroni), which
+#: benchmarks/reliability/soak.py brings when asked (register_fault).
 FAULTS: dict[str, Callable[[FaultContext], FaultFn]] = {
     "kill9": _kill9,
     "terminate": _terminate,
     "restart": _restart,
     "payment": _payment,
+    "partition": _partition,
 }
-PLANNED = ("failover", "partition")
+PLANNED = ("failover",)
 
 
 def register_fault(name: str, factory: Callable[[FaultContext], FaultFn]) -> None:
@@ -110,8 +158,9 @@ class SoakConfig:
     conversations: int = 200  # at a time
     minutes: float = 20.0
     framework: str = "langgraph"
-    faults: tuple[str, ...] = ("kill9", "terminate", "restart", "payment")
+    faults: tuple[str, ...] = ("kill9", "terminate", "restart", "payment", "partition")
     fault_every: float = 6.0  # mean seconds between two faults
+    partition_seconds: tuple[float, float] = (1.0, 30.0)  # a partition lasts between these (uniform)
     workers: int = 4
     max_turns: int = 3
     think: float = 0.2
@@ -212,6 +261,12 @@ async def run_soak(pg: Any, config: SoakConfig, workdir: Path) -> Soak:
         raise ValueError(f"unknown faults {unknown}; known: {sorted(FAULTS)}{hint}")
     os.environ["PGAGENTSTATE_DEMO_SCRIPTED"] = "1"  # the workers inherit it: never a real model in a soak
     dsn = pg.dsn()
+    # The workers reach Postgres through a fault proxy per server when partitions are drawn; everything else
+    # (the schema, the sampler, the faults' own connections, the final check) talks to Postgres directly.
+    # ``pg.ports``: the servers of an HA pair (a multi-host DSN that keeps the one taking writes).
+    ports: list[int] = list(pg.ports) if hasattr(pg, "ports") else [pg.port]
+    proxy = ProxySet(ports) if "partition" in config.faults else None
+    workers_dsn = dsn if proxy is None else proxy.dsn()
     schema = f"soak_{uuid.uuid4().hex[:10]}"
     tenant = "soak"
     with StateStore(dsn, schema=schema, max_size=1) as s:
@@ -219,10 +274,14 @@ async def run_soak(pg: Any, config: SoakConfig, workdir: Path) -> Soak:
     soak = Soak(config)
     rng = random.Random(config.seed)
     plays: list[tuple[str, PlayResult]] = []
-    with LoadCluster(config.framework, workdir, dsn=dsn, schema=schema, tenant=tenant, workers=config.workers,
-                     max_turns=config.max_turns) as cluster:  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        if proxy is not None:
+            stack.callback(proxy.close)
+        workers = {"workers": config.workers, "max_turns": config.max_turns}
+        cluster = LoadCluster(config.framework, workdir, dsn=workers_dsn, schema=schema, tenant=tenant, **workers)
+        stack.enter_context(cluster)
         await asyncio.to_thread(cluster.wait_ready, 120.0)
-        ctx = FaultContext(pg, cluster, dsn, rng, {})
+        ctx = FaultContext(pg, cluster, dsn, rng, {}, proxy, config)
         live: list[str] = []
         start = time.monotonic()
         stop_at = start + 60 * config.minutes
@@ -270,7 +329,13 @@ async def run_soak(pg: Any, config: SoakConfig, workdir: Path) -> Soak:
 
 def summary(soak: Soak) -> dict[str, Any]:
     report = check(soak.history)
-    anomalies = report.anomalies + [Anomaly("promise", "verify", p) for p in soak.promises]
+    promises = [Anomaly("promise", "verify", p) for p in soak.promises]
+    anomalies = report.anomalies + promises
+    # verify() expects whole dialogues: a customer who gave up on a message (``unanswered``, e.g. at the round
+    # deadline on a saturated machine) also breaks its conversation's promises; those are told apart here.
+    gave_up = {a.subject.split(":", 1)[-1] for a in report.anomalies if a.kind == "unanswered"}
+    on_gave_up = [a for a in promises if any(phone in a.detail for phone in gave_up)]
+    others = [a for a in promises if a not in on_gave_up]
     ordered = sorted(soak.latencies)
 
     def pct(p: float) -> float | None:
@@ -290,7 +355,9 @@ def summary(soak: Soak) -> dict[str, Any]:
         "faults": dict(Counter(f.name for f in soak.faults)),
         "anomalies": len(anomalies),
         "anomalies_by_kind": dict(Counter(a.kind for a in anomalies)),
-        "examples_of_anomalies": [str(a) for a in anomalies[:10]],
+        "conversations_with_an_unanswered_message": len(gave_up),
+        "promise_anomalies_on_those": len(on_gave_up),
+        "examples_of_anomalies": [str(a) for a in [*report.anomalies[:5], *others[:5], *on_gave_up[:3]]],
         "turns": len(ordered),
         "turns_per_s": round(len(ordered) / soak.seconds, 2) if soak.seconds else None,
         "p50_ms": pct(50),

@@ -161,7 +161,9 @@ def test_no_call_hangs_for_the_length_of_a_partition(cluster_root: Path, ns: net
     assert touching, "no call met the partition"
     assert max(c["seconds"] for c in calls) < CALL_BOUND, [c for c in calls if c["seconds"] >= CALL_BOUND]
     assert failed, "every call succeeded although Postgres was unreachable for 20 s"
-    assert all(c["error"] == "ConnectionLost" and c["retryable"] for c in failed), failed[:5]
+    # ConnectionLost or one of its kinds: the deadline passed, or the server's address turned the connection away
+    lost = ("ConnectionLost", "DeadlineExceeded", "ServerRefused")
+    assert all(c["error"] in lost and c["retryable"] for c in failed), failed[:5]
     assert ok_after, "no call succeeded after the link came back"
 
     # Consistent once healed: every acknowledged call is stored, in order, contiguous; a failed call may have

@@ -53,12 +53,14 @@ class Stmt:
 class Tx:
     """Statements run in one transaction. ``hold`` keeps it open for the next ``Tx`` of the operation;
     ``snapshot`` makes it a REPEATABLE READ transaction, so every statement sees one snapshot;
-    ``replica`` lets a store configured with a read replica run it there (history reads that may lag)."""
+    ``replica`` lets a store configured with a read replica run it there (history reads that may lag);
+    ``patient`` exempts it from the store's deadline (it waits on purpose: the migration lock, an index build)."""
 
     stmts: tuple[Stmt, ...]
     hold: bool = False
     snapshot: bool = False
     replica: bool = False
+    patient: bool = False
 
 
 @dataclass(frozen=True, slots=True)

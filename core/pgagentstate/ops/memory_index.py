@@ -105,7 +105,8 @@ def setup(ctx: Ctx) -> Op[VectorMode]:
         (
             Stmt("migrate_lock", {"schema_name": vs.schema}, "none"),
             Stmt("memory_create_extension", {}, "none"),
-        )
+        ),
+        patient=True,
     )
     mode = yield from _detect(vs)
     if mode.pgvector is not None and vs.index.kind != "flat":
@@ -127,7 +128,8 @@ def setup(ctx: Ctx) -> Op[VectorMode]:
             (
                 Stmt("migrate_lock", {"schema_name": vs.schema}, "none"),
                 Stmt("memory_create_ann_index", {}, "none", subs=subs),
-            )
+            ),
+            patient=True,
         )
         mode = replace(mode, ann_index=True)
     vs.mode = mode

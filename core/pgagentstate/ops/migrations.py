@@ -46,6 +46,7 @@ def migrate(schema: str) -> Op[list[int]]:
             Stmt("migrate_applied", {}, "all"),
         ),
         hold=True,
+        patient=True,
     )
     applied = {r[0] for r in rows[3]}
     unknown = sorted(applied - {m.version for m in migrations()})
@@ -60,7 +61,7 @@ def migrate(schema: str) -> Op[list[int]]:
     for m in pending:
         stmts.append(Stmt(f"migration {m.version}", {}, "none", script=m.script))
         stmts.append(Stmt("migrate_record", {"version": m.version, "name": m.name}, "none"))
-    yield Tx(tuple(stmts))
+    yield Tx(tuple(stmts), patient=True)
     return [m.version for m in pending]
 
 
