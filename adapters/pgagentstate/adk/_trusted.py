@@ -140,7 +140,8 @@ def _one(validator: SchemaValidator, text: str) -> Event:
 def events_from_json(
     texts: Sequence[str], *, validator: Callable[[], SchemaValidator | None] = _list_validator
 ) -> list[Event]:
-    """``[Event.model_validate_json(t) for t in texts]``, the same events, about 3x faster."""
+    """``[Event.model_validate_json(t) for t in texts]``: the same events in 0.4-0.5x the CPU time (plain
+    text events about 0.5x, events with function calls, bytes and metadata about 0.4x)."""
     if not texts:
         return []
     fast = validator()
