@@ -26,7 +26,7 @@ import inspect
 import logging
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from google.adk.events import Event
 from google.genai import _common as genai_common
@@ -36,8 +36,9 @@ from pydantic_core import SchemaValidator, core_schema
 
 log = logging.getLogger("pgagentstate.adk")
 
-_GENAI_CHECK = genai_common.BaseModel._check_field_type_mismatches.__func__  # type: ignore[attr-defined]
-_CONVENIENCE = Event._accept_convenience_kwargs  # a bound classmethod
+_GENAI_CHECK = genai_common.BaseModel._check_field_type_mismatches.__func__
+_CONVENIENCE = cast(Callable[[Any], Any], Event._accept_convenience_kwargs)  # a bound classmethod
+_CONVENIENCE_FN = getattr(_CONVENIENCE, "__func__", _CONVENIENCE)
 _CONVENIENCE_KEYS = frozenset(("message", "state", "route", "node_path"))
 _PART_KEYWORDS = frozenset(
     name
@@ -78,7 +79,7 @@ def _rewrite(node: Any, models: set[type]) -> Any:
         fn = _function_of(node)
         if fn is _GENAI_CHECK:
             return _rewrite(node["schema"], models)
-        if fn is _CONVENIENCE.__func__:
+        if fn is _CONVENIENCE_FN:
             return {**node, "function": {"type": "no-info", "function": _convenience},
                     "schema": _rewrite(node["schema"], models)}  # fmt: skip
     out = {k: (v if k in ("cls", "function", "metadata", "serialization", "ref") else _rewrite(v, models))

@@ -70,9 +70,9 @@ class _ValidatedEvents:
         missing = [i for i, e in enumerate(found) if e is None]
         if missing:
             # Validated in one call (one JSON array), the cache's own copies kept apart from the caller's.
-            for i, event in zip(missing, events_from_json([texts[i] for i in missing]), strict=True):
-                items[texts[i]] = event
-                found[i] = event
+            for i, fresh in zip(missing, events_from_json([texts[i] for i in missing]), strict=True):
+                items[texts[i]] = fresh
+                found[i] = fresh
             while len(items) > self._maxsize:
                 items.popitem(last=False)
         out = []
