@@ -225,3 +225,5 @@ class LoadedConversation:
     conversation: Conversation | None
     events: list[Event]
     states: list[StateDoc | None]
+    #: With ``payloads_only``: ``(seq, payload as JSON text)`` of the events instead of ``events``, oldest first.
+    payloads: list[tuple[int, str]] = field(default_factory=list)

@@ -53,12 +53,17 @@ def seal(cipher: Cipher | None, value: Any, limits: Limits, where: AD, *, path: 
     return json.dumps(cipher.seal(text, where))
 
 
+def unseal_plain(text: str, *, raw: bool = False) -> Any:
+    """:func:`unseal` for a store without a cipher (which needs no associated data)."""
+    if text.startswith('"' + MARKER):
+        raise _no_keys()
+    return storage_text_to_json(text) if raw else decode_text(text)
+
+
 def unseal(cipher: Cipher | None, text: str, where: AD, *, raw: bool = False) -> Any:
     """The value stored as ``text``; ``raw`` returns its JSON text instead of parsing it."""
     if cipher is None:
-        if text.startswith('"' + MARKER):
-            raise _no_keys()
-        return storage_text_to_json(text) if raw else decode_text(text)
+        return unseal_plain(text, raw=raw)
     stored = json.loads(text)
     if is_envelope(stored):
         plain = cipher.open(stored, where)

@@ -885,12 +885,22 @@ class StateStore:
         kinds: Sequence[str] | None = None,
         states: Sequence[StateRef] = (),
         decode: bool = True,
+        payloads_only: bool = False,
     ) -> LoadedConversation:
         """The conversation, its newest ``limit`` events and ``states`` documents: one round trip, one
-        snapshot (``conversation`` is None when it does not exist)."""
+        snapshot (``conversation`` is None when it does not exist). ``payloads_only``: only the events'
+        ``(seq, payload as JSON text)``, in ``payloads`` (for callers that parse the JSON themselves; a
+        1,000-event load receives and builds much less)."""
         return self.run(
             turn_ops.load_conversation(
-                self._ctx, conversation_id, limit=limit, since=since, kinds=kinds, states=states, decode=decode
+                self._ctx,
+                conversation_id,
+                limit=limit,
+                since=since,
+                kinds=kinds,
+                states=states,
+                decode=decode,
+                payloads_only=payloads_only,
             )
         )
 

@@ -4,11 +4,14 @@ and exact JSON round trips for numbers jsonb would normalise."""
 from __future__ import annotations
 
 import asyncio
+import json
 import math
+import os
 
 import pytest
 
 from pgagentstate import AsyncStateStore, InvalidInput, NewEvent, StateRef, StateStore, VersionConflict
+from pgagentstate.crypto import Encryption, StaticKeyProvider
 
 
 def test_append_with_state_patches_is_atomic_and_applied_once(store: StateStore) -> None:
@@ -59,12 +62,32 @@ def test_load_conversation_in_one_snapshot(store: StateStore) -> None:
     assert missing.conversation is None and missing.events == []
 
 
+def test_load_conversation_payloads_only(dsn: str, schema: str) -> None:
+    """Only the events' (seq, JSON text), the same as list_events(decode=False) gives, in the same snapshot
+    as the conversation; plain and encrypted stores alike."""
+    provider = StaticKeyProvider({"k1": os.urandom(32)}, active="k1")
+    for encryption in (None, Encryption(provider)):
+        with StateStore(dsn, schema=schema, encryption=encryption) as store:
+            cid = f"p-{encryption is not None}"
+            store.create_conversation(cid, app="shop", user_id="u1")
+            events = [NewEvent({"text": "a\x00b", "n": i}, kind="odd" if i % 2 else "even") for i in range(5)]
+            store.append_events(cid, events, state_patches=[(StateRef.user("shop", "u1"), {"k": "v"})])
+            loaded = store.load_conversation(cid, kinds=["even"], limit=2, states=[StateRef.user("shop", "u1")],
+                                             payloads_only=True)  # fmt: skip
+            raw = store.list_events(cid, kinds=["even"], limit=2, decode=False)
+            assert loaded.events == [] and loaded.payloads == [(e.seq, e.payload) for e in raw]
+            assert [json.loads(p)["n"] for _, p in loaded.payloads] == [2, 4]
+            assert json.loads(loaded.payloads[0][1])["text"] == "a\x00b"
+            assert loaded.conversation is not None and loaded.conversation.last_seq == 5
+            assert loaded.states[0] is not None and loaded.states[0].data == {"k": "v"}
+            assert store.load_conversation(cid, payloads_only=True, limit=0).payloads == []
+            assert store.load_conversation("nope", payloads_only=True).payloads == []
+
+
 def test_raw_json_payloads_and_payload_only_reads(store: StateStore) -> None:
     store.create_conversation("s1")
     payloads = [{"text": "a\x00b", "n": 1e16}, {"text": "plain"}]
     store.append_events("s1", [NewEvent(p) for p in payloads])
-    import json
-
     raw = store.list_events("s1", decode=False)
     assert [json.loads(e.payload) for e in raw] == [{"text": "a\x00b", "n": 1e16}, {"text": "plain"}]
     assert store.list_event_payloads("s1") == payloads

@@ -16,6 +16,7 @@ from .. import arguments
 from ..codec import check_id
 from ..errors import AlreadyExists, NotFound, VersionConflict
 from ..models import Conversation, Event, LoadedConversation, NewEvent, StateDoc, StateRef
+from ..sealing import unseal_plain
 from ..validation import check_document
 from . import context_cache, conversations, events, state
 from .base import Ctx, Op, Stmt, Tx, one
@@ -31,11 +32,13 @@ def load_conversation(
     states: Sequence[StateRef] = (),
     decode: bool = True,
     create: Mapping[str, Any] | None = None,
+    payloads_only: bool = False,
 ) -> Op[LoadedConversation]:
     """The conversation, its newest events and the given state documents in one round trip.
 
     Without ``create`` the reads share one REPEATABLE READ snapshot, so the conversation's version and
-    last_seq describe exactly the events and documents returned.
+    last_seq describe exactly the events and documents returned. ``payloads_only``: the events' seqs and
+    payloads (JSON text) in ``payloads`` instead of ``events``.
     """
     check_id(conversation_id, "conversation_id", ctx.limits)
     for ref in states:
@@ -55,20 +58,37 @@ def load_conversation(
     stmts: list[Stmt] = []
     if create is not None:
         stmts.append(Stmt("conversation_create", conversations.create_params(ctx, conversation_id, **create), "none"))
-    stmts.append(Stmt("conversation_load", params, "all"))
+    # A sealed payload's associated data names its event, so with a cipher the whole event row is read.
+    bare = payloads_only and ctx.cipher is None
+    stmts.append(Stmt("conversation_load", params, "all", subs=_BARE_EVENTS if bare else _EVENTS))
     results = yield Tx(tuple(stmts))
     conv: Conversation | None = None
     recent: list[Event] = []
+    payloads: list[tuple[int, str]] = []
     docs: list[StateDoc | None] = [None] * len(states)
     for k, t1, t2, t3, t4, t5, t6, t7, t8, n1, n2, ts1, ts2 in results[-1]:
         if k == "e":
-            recent.append(events.event_from_row(ctx, (t1, n1, t2, t3, t4, t8, ts1), decode))
+            if bare:
+                payloads.append((n1, unseal_plain(t8, raw=True)))
+            else:
+                recent.append(events.event_from_row(ctx, (t1, n1, t2, t3, t4, t8, ts1), decode and not payloads_only))
         elif k == "s":
             docs[n2 - 1] = state.doc_from_row(ctx, (t1, t2, t3, t4, n1, t8, ts1))
         else:
             conv = conversations.conversation_from_row(ctx, (t1, t2, t3, t4, t5, t6, t7, t8, n1, n2, ts1, ts2))
+    if conv is None:
+        return LoadedConversation(conversation=None, events=[], states=docs)
     recent.sort(key=lambda e: e.seq)
-    return LoadedConversation(conversation=conv, events=recent if conv else [], states=docs)
+    if payloads_only:
+        payloads = sorted(payloads) if bare else [(e.seq, e.payload) for e in recent]
+        return LoadedConversation(conversation=conv, events=[], states=docs, payloads=payloads)
+    return LoadedConversation(conversation=conv, events=recent, states=docs)
+
+
+_EVENTS = (("event_columns", "e.conversation_id, e.event_id, e.kind, e.author, NULL, NULL, NULL, e.payload::text, "
+                             "e.seq, NULL::bigint, e.created_at, NULL::timestamptz"),)  # fmt: skip
+_BARE_EVENTS = (("event_columns", "NULL, NULL, NULL, NULL, NULL, NULL, NULL, e.payload::text, e.seq, NULL::bigint, "
+                                  "NULL::timestamptz, NULL::timestamptz"),)  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,8 @@ SELECT {schema}.check_version(
 --   kind  t1         t2       t3    t4         t5       t6       t7      t8        n1       n2        ts1         ts2
 --   'c'   tenant_id  id       app   framework  user_id  channel  status  metadata  version  last_seq  created_at  updated_at
 --   'e'   conv id    event_id kind  author     -        -        -       payload   seq      -         created_at  -
+-- {event_columns} is that 'e' row, or only its payload and seq (a reader that needs nothing else: 1,000 rows
+-- of four text columns and a timestamp took longer to receive and parse than to read on the server).
 --   's'   scope      app      subj  name       -        -        -       data      version  ord       updated_at  -
 SELECT 'c' AS k, c.tenant_id AS t1, c.id AS t2, c.app AS t3, c.framework AS t4, c.user_id AS t5, c.channel AS t6,
        c.status AS t7, c.metadata::text AS t8, c.version AS n1, c.last_seq AS n2, c.created_at AS ts1,
@@ -85,8 +87,7 @@ FROM {schema}.conversations c
 WHERE c.tenant_id = %(tenant)s AND c.id = %(id)s
 UNION ALL
 SELECT * FROM (
-    SELECT 'e', e.conversation_id, e.event_id, e.kind, e.author, NULL, NULL, NULL, e.payload::text, e.seq, NULL::bigint,
-           e.created_at, NULL::timestamptz
+    SELECT 'e', {event_columns}
     FROM {schema}.events e
     WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(id)s AND coalesce(%(limit)s::bigint, 1) > 0
       AND (%(since)s::timestamptz IS NULL OR e.created_at >= %(since)s)
