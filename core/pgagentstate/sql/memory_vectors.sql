@@ -106,7 +106,12 @@ ann_hits AS MATERIALIZED (
         LIMIT %(ann_limit)s
     ) a
     GROUP BY a.ns_path, a.key
-), exact AS (
+), {_memory_exact}
+
+-- name: _memory_exact
+-- (A fragment.) CTEs `exact` and `nearest`, after a CTE `ann_hits` (the approximate search's items and
+-- distances): `nearest` is `ann_hits` when it holds %(depth)s items, else every item in scope ranked exactly.
+exact AS (
     SELECT m.ns_path, m.key, min({exact_dist}) AS dist
     FROM {schema}.memories m
     JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
@@ -122,9 +127,9 @@ ann_hits AS MATERIALIZED (
     SELECT * FROM exact
 )
 
--- name: memory_search_vector
--- Nearest items by meaning (%(depth)s is limit + offset).
-WITH {_memory_nearest}, hits AS (
+-- name: _memory_nearest_page
+-- (A fragment.) A page of the items in CTE `nearest`, nearest first (TTLs refreshed), as search results.
+hits AS (
     SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
            m.expires_at, m.ttl_seconds, m.seq, r.dist
     FROM nearest r
@@ -136,6 +141,48 @@ SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, h
        hits.updated_at, hits.expires_at, ({score})::real
 FROM hits
 ORDER BY hits.dist, hits.seq
+
+-- name: memory_search_vector
+-- Nearest items by meaning (%(depth)s is limit + offset), planned for each call's values (see
+-- memory_ann_settings).
+WITH {_memory_nearest}, {_memory_nearest_page}
+
+-- name: memory_search_hnsw
+-- Nearest items by meaning in a namespace prefix, without filters, through the HNSW index: one statement
+-- that is prepared and planned once. `candidates` are the {ef_search} nearest embeddings of the tenant
+-- (what pgvector returns at that hnsw.ef_search, here read before the scan starts: the InitPlan runs when
+-- the scan is first asked for a row, and pgvector reads the setting then, so no SET statement or
+-- transaction around the search is needed); each is checked against its item (namespace, expiry, indexed)
+-- by its primary key, nearest first, until %(ann_limit)s pass. Written so, the generic plan is the one a
+-- custom plan would choose: memory_search_vector's filtered scan, planned generically, guesses that the
+-- namespace holds 0.5% of the rows and ranks every row instead (see memory_ann_settings), and planning it
+-- for each call costs more than the rest of the search at 10k items (~1 ms of 2-4).
+WITH ann_hits AS MATERIALIZED (
+    SELECT a.ns_path, a.key, min(a.dist) AS dist
+    FROM (
+        SELECT c.ns_path, c.key, c.dist
+        FROM (
+            -- a subquery, not a CTE: a CTE calling set_config would be computed whole before the join
+            SELECT v.ns_path, v.key, {ann_dist} AS dist
+            FROM {schema}.memory_vectors v
+            WHERE v.dims = {dims} AND v.tenant_id = %(tenant)s
+              AND (SELECT set_config('hnsw.ef_search', '{ef_search}', true)) IS NOT NULL
+            ORDER BY {ann_dist}
+            LIMIT {ef_search}
+        ) c
+        CROSS JOIN LATERAL (
+            -- LIMIT 1: a lookup by primary key for each candidate, also in the generic plan (which would
+            -- otherwise read the whole namespace's range once, guessing it holds one row)
+            SELECT FROM {schema}.memories m
+            WHERE m.ns_path = c.ns_path AND m.key = c.key AND {_memory_scope}
+              AND m.indexed
+            LIMIT 1
+        ) live
+        ORDER BY c.dist
+        LIMIT %(ann_limit)s
+    ) a
+    GROUP BY a.ns_path, a.key
+), {_memory_exact}, {_memory_nearest_page}
 
 -- name: memory_search_hybrid
 -- Meaning and words together: the %(depth)s nearest items (as memory_search_vector) and the %(depth)s items
