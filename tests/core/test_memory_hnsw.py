@@ -47,9 +47,7 @@ ANN = VectorMode(pgvector="0.6.0", available=True, halfvec=False, ann_index=True
 def test_a_search_under_a_prefix_is_one_statement_that_may_be_prepared() -> None:
     tx = first_tx(ANN)
     assert [(s.name, s.custom_plan) for s in tx.stmts] == [("memory_search_hnsw", False)]
-    assert dict(tx.stmts[0].subs)["ef_search"] == "128"
-    # A page deeper than ef_search: the index is asked for as many candidates as the page needs.
-    assert dict(first_tx(ANN, limit=300).stmts[0].subs)["ef_search"] == "300"
+    assert tx.stmts[0].params["ef_search"] == 128 and tx.stmts[0].params["ann_limit"] == 10
 
 
 @pytest.mark.parametrize("search", [{"filter": {"kind": "fact"}}, {"user_id": "u1"}], ids=["filter", "user_id"])
@@ -90,7 +88,7 @@ def statement(schema: str, ef_search: int) -> tuple[bytes, dict[str, Any]]:
     """memory_search_hnsw as the store sends it, and its parameters for a page of 60 under ("docs",)."""
     vs = VectorSettings(index(ef_search), Embedder(index(ef_search), asynchronous=False), schema)
     mode = VectorMode(pgvector="0.6.0", available=True, halfvec=False, ann_index=True)
-    text = query("memory_search_hnsw", schema, (*_subs(vs, mode), ("ef_search", str(ef_search))))
+    text = query("memory_search_hnsw", schema, _subs(vs, mode))
     qvec = HashEmbeddings(DIMS).embed_query("refund parcel 7")
     params = {
         **pattern_params(("docs",), None),
@@ -104,6 +102,8 @@ def statement(schema: str, ef_search: int) -> tuple[bytes, dict[str, Any]]:
         "limit": 60,
         "offset": 0,
         "refresh": False,
+        "ef_search": ef_search,
+        "schema_name": schema,
     }
     return text, params
 
@@ -181,3 +181,31 @@ def test_a_small_namespace_and_another_tenant_under_the_same_prefix(store: State
         assert sorted(m.key for m in found) == sorted(f"t2-{i}" for i in range(30))
     mine = store.search_memory(("docs",), query="refund parcel 7", mode="vector", limit=200)
     assert len(mine) == 150 and all(m.key.startswith("d") for m in mine)
+
+
+def ef_search(dsn: str, schema: str, ef_search: int | None, ann_limit: int) -> str:
+    with psycopg.connect(dsn) as conn:
+        params = {"ef_search": ef_search, "ann_limit": ann_limit, "schema_name": schema}
+        row = conn.execute(query("memory_ef_search", "unused"), params).fetchone()
+    assert row is not None
+    return str(row[0])
+
+
+def test_ef_search_is_the_index_s_or_scales_with_the_rows_stored(dsn: str, schema: str) -> None:
+    """By default a search examines 48 x sqrt(rows / 10,000) candidates, at least pgvector's 40 and at
+    least the rows its page needs, at most pgvector's 1000; an index that names ef_search gets it."""
+    own = f"{schema}_ef"  # a table of plain rows named as ours
+    table = sql.Identifier(own, "memory_vectors")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(own)))
+        conn.execute(sql.SQL("CREATE TABLE {} (n int)").format(table))
+        conn.execute(sql.SQL("ANALYZE {}").format(table))
+        assert ef_search(dsn, own, None, 10) == "40"  # an empty table
+        assert ef_search(dsn, own, None, 60) == "60"
+        assert ef_search(dsn, own, 100, 10) == "100"
+        assert ef_search(dsn, own, 100, 5000) == "1000"
+        conn.execute(sql.SQL("INSERT INTO {} SELECT generate_series(1, 40000)").format(table))
+        conn.execute(sql.SQL("ANALYZE {}").format(table))
+        assert ef_search(dsn, own, None, 10) == "96"  # 48 x sqrt(4)
+        assert ef_search(dsn, own, 64, 10) == "64"
+        conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(own)))

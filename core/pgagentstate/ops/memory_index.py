@@ -324,7 +324,7 @@ def search(
         "refresh": refresh_ttl,
     }
     params["depth"] = depth
-    ef_search = min(max(vs.index.ef_search, ann_limit), 1000)
+    ef_params = {"ef_search": vs.index.ef_search, "schema_name": vs.schema}  # see _memory_ef_search
     subs = _subs(vs, mode)
     if (
         mode.ann_index
@@ -337,8 +337,7 @@ def search(
         # A namespace prefix and nothing else (LangGraph's search by default): one prepared statement, one
         # plan for every call (see memory_search_hnsw in sql/memory_vectors.sql).
         (rows,) = yield Tx(
-            (Stmt("memory_search_hnsw", params, "all", subs=(*subs, ("ef_search", str(ef_search)))),),
-            replica=not refresh_ttl,
+            (Stmt("memory_search_hnsw", {**params, **ef_params}, "all", subs=subs),), replica=not refresh_ttl
         )
         return [memory_from_row(ctx, r) for r in rows]
     name = "memory_search_vector"
@@ -348,7 +347,7 @@ def search(
         params["word_scan"] = max(_WORD_SCAN, depth)
     stmts: list[Stmt] = []
     if mode.ann_index:
-        settings = {"ef_search": str(ef_search), "probes": str(vs.index.probes)}
+        settings = {**ef_params, "ann_limit": ann_limit, "probes": str(vs.index.probes)}
         stmts.append(Stmt("memory_ann_settings", settings, "none"))
     # A custom plan: as for memory_search, the best one depends on the namespace's size, the filters and
     # the words.
