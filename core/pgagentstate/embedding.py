@@ -56,7 +56,7 @@ class MemoryIndex:
             inserting into the index is most of a put: worth it for search-heavy memories only.
         ef_search: HNSW candidates per search. ``None`` (default): scaled to the embeddings stored,
             48 x sqrt(rows / 10,000), at least pgvector's default 40 -- a larger graph needs more candidates
-            for the same recall (recall@10 0.96 on clustered 384-dimension memories at 10k and at 100k, see
+            for the same recall (recall@10 0.960 at 10k and 0.954 at 100k clustered 384-dimension memories, see
             docs/benchmarks.md). Raised to the number of rows a search needs when that is larger.
         lists, probes: IVFFlat parameters (``lists`` default: rows / 1000 at setup, at least 1).
         batch_size: Texts per call to ``embed``.
