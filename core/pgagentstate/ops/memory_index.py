@@ -326,6 +326,22 @@ def search(
         "refresh": refresh_ttl,
     }
     params["depth"] = depth
+    ef_params = {"ef_search": vs.index.ef_search, "schema_name": vs.schema}  # see _memory_ef_search
+    subs = _subs(vs, mode)
+    if (
+        mode.ann_index
+        and vs.index.kind == "hnsw"
+        and not words
+        and user_id is None
+        and filter_json is None
+        and pattern.get("ns_regex") is None
+    ):
+        # A namespace prefix and nothing else (LangGraph's search by default): one prepared statement, one
+        # plan for every call (see memory_search_hnsw in sql/memory_vectors.sql).
+        (rows,) = yield Tx(
+            (Stmt("memory_search_hnsw", {**params, **ef_params}, "all", subs=subs),), replica=not refresh_ttl
+        )
+        return [memory_from_row(ctx, r) for r in rows]
     name = "memory_search_vector"
     if words:
         name = "memory_search_hybrid"
@@ -333,10 +349,11 @@ def search(
         params["word_scan"] = max(_WORD_SCAN, depth)
     stmts: list[Stmt] = []
     if mode.ann_index:
-        settings = {"ef_search": str(min(max(vs.index.ef_search, ann_limit), 1000)), "probes": str(vs.index.probes)}
+        settings = {**ef_params, "ann_limit": ann_limit, "probes": str(vs.index.probes)}
         stmts.append(Stmt("memory_ann_settings", settings, "none"))
-    # A custom plan: as for memory_search, the best one depends on the namespace's size and the words.
-    stmts.append(Stmt(name, params, "all", subs=_subs(vs, mode), custom_plan=True))
+    # A custom plan: as for memory_search, the best one depends on the namespace's size, the filters and
+    # the words.
+    stmts.append(Stmt(name, params, "all", subs=subs, custom_plan=True))
     results = yield Tx(tuple(stmts), replica=not refresh_ttl)
     return [memory_from_row(ctx, r) for r in results[-1]]
 

@@ -82,8 +82,25 @@ FROM up
 -- a plan made for this search's values: the generic plan of a prepared search guesses that a namespace
 -- range holds 0.5% of the rows, so that the index would have to be walked far to fill a page, and ranks
 -- every row instead (10k rows: 220 ms instead of 12; planning each search costs ~1 ms).
-SELECT set_config('hnsw.ef_search', %(ef_search)s, true), set_config('ivfflat.probes', %(probes)s, true),
+SELECT set_config('hnsw.ef_search', {_memory_ef_search}, true), set_config('ivfflat.probes', %(probes)s, true),
        set_config('plan_cache_mode', 'force_custom_plan', true)
+
+-- name: _memory_ef_search
+-- (A fragment.) hnsw.ef_search for a search, as text: %(ef_search)s when the index names it, else scaled
+-- to the embeddings stored, 48 x sqrt(rows / 10,000) and at least pgvector's default 40 -- an HNSW graph of
+-- more rows needs more candidates for the same recall: on benchmarks/bench_memory.py's clustered 384-dim
+-- data recall@10 was 0.960 at ef 48 with 10k rows (0.949 at 40) and 0.954 at ef 152 with 100k (0.949 at
+-- 128). The row count is the planner's estimate (pg_class.reltuples, kept by autovacuum's ANALYZE): no
+-- count per search. At least the rows the page needs (%(ann_limit)s), at most pgvector's maximum, 1000.
+least(1000, greatest(%(ann_limit)s, coalesce(%(ef_search)s::int, (
+    SELECT greatest(40, ceil(48 * sqrt(greatest(c.reltuples, 0) / 10000)))::int
+    FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+    WHERE n.nspname = %(schema_name)s AND c.relname = 'memory_vectors'
+), 40)))::text
+
+-- name: memory_ef_search
+-- The hnsw.ef_search a search of %(ann_limit)s rows would set (for tests and benchmarks).
+SELECT {_memory_ef_search}
 
 -- name: _memory_nearest
 -- (A fragment: see queries.py.) CTE `nearest`: the %(depth)s items in scope nearest by meaning, with their
@@ -106,7 +123,12 @@ ann_hits AS MATERIALIZED (
         LIMIT %(ann_limit)s
     ) a
     GROUP BY a.ns_path, a.key
-), exact AS (
+), {_memory_exact}
+
+-- name: _memory_exact
+-- (A fragment.) CTEs `exact` and `nearest`, after a CTE `ann_hits` (the approximate search's items and
+-- distances): `nearest` is `ann_hits` when it holds %(depth)s items, else every item in scope ranked exactly.
+exact AS (
     SELECT m.ns_path, m.key, min({exact_dist}) AS dist
     FROM {schema}.memories m
     JOIN {schema}.memory_vectors v ON v.tenant_id = m.tenant_id AND v.ns_path = m.ns_path AND v.key = m.key
@@ -122,9 +144,9 @@ ann_hits AS MATERIALIZED (
     SELECT * FROM exact
 )
 
--- name: memory_search_vector
--- Nearest items by meaning (%(depth)s is limit + offset).
-WITH {_memory_nearest}, hits AS (
+-- name: _memory_nearest_page
+-- (A fragment.) A page of the items in CTE `nearest`, nearest first (TTLs refreshed), as search results.
+hits AS (
     SELECT m.ns_path, m.key, m.namespace, m.value, m.user_id, m.version, m.created_at, m.updated_at,
            m.expires_at, m.ttl_seconds, m.seq, r.dist
     FROM nearest r
@@ -136,6 +158,48 @@ SELECT hits.namespace, hits.key, hits.value::text, hits.user_id, hits.version, h
        hits.updated_at, hits.expires_at, ({score})::real
 FROM hits
 ORDER BY hits.dist, hits.seq
+
+-- name: memory_search_vector
+-- Nearest items by meaning (%(depth)s is limit + offset), planned for each call's values (see
+-- memory_ann_settings).
+WITH {_memory_nearest}, {_memory_nearest_page}
+
+-- name: memory_search_hnsw
+-- Nearest items by meaning in a namespace prefix, without filters, through the HNSW index: one statement
+-- that is prepared and planned once. `c`: the tenant's nearest embeddings, as many as pgvector returns at
+-- the hnsw.ef_search this statement sets (_memory_ef_search) -- in an InitPlan, which runs when the scan is
+-- first asked for a row, before pgvector reads the setting: no SET statement and no transaction around
+-- the search. Each is checked against its item (namespace, expiry, indexed) by its primary key, nearest
+-- first, until %(ann_limit)s pass. Written so, the generic plan is the one a custom plan would choose:
+-- memory_search_vector's filtered scan, planned generically, guesses that the namespace holds 0.5% of the
+-- rows and ranks every row instead (see memory_ann_settings), and planning it for each call costs ~1 ms,
+-- a third of a search at 10k items.
+WITH ann_hits AS MATERIALIZED (
+    SELECT a.ns_path, a.key, min(a.dist) AS dist
+    FROM (
+        SELECT c.ns_path, c.key, c.dist
+        FROM (
+            -- a subquery, not a CTE: a CTE calling set_config would be computed whole before the join
+            SELECT v.ns_path, v.key, {ann_dist} AS dist
+            FROM {schema}.memory_vectors v
+            WHERE v.dims = {dims} AND v.tenant_id = %(tenant)s
+              AND (SELECT set_config('hnsw.ef_search', {_memory_ef_search}, true)) IS NOT NULL
+            ORDER BY {ann_dist}
+            LIMIT 1000
+        ) c
+        CROSS JOIN LATERAL (
+            -- LIMIT 1: a lookup by primary key for each candidate, also in the generic plan (which would
+            -- otherwise read the whole namespace's range once, guessing it holds one row)
+            SELECT FROM {schema}.memories m
+            WHERE m.ns_path = c.ns_path AND m.key = c.key AND {_memory_scope}
+              AND m.indexed
+            LIMIT 1
+        ) live
+        ORDER BY c.dist
+        LIMIT %(ann_limit)s
+    ) a
+    GROUP BY a.ns_path, a.key
+), {_memory_exact}, {_memory_nearest_page}
 
 -- name: memory_search_hybrid
 -- Meaning and words together: the %(depth)s nearest items (as memory_search_vector) and the %(depth)s items
