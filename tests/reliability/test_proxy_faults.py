@@ -30,7 +30,14 @@ from conftest import migrated_schema
 from fault_proxy import FaultProxy
 from pg_cluster import PgCluster
 
-from pgagentstate import AsyncStateStore, ConnectionLost, DeadlineExceeded, ServerRefused, StateStore
+from pgagentstate import (
+    AsyncStateStore,
+    ConnectionLost,
+    DeadlineExceeded,
+    ServerRefused,
+    StateStore,
+    VersionConflict,
+)
 from pgagentstate.connect import FAILOVER_WAIT, POOL_WAIT, REFUSED_RETRY
 
 #: The stores' deadline in these tests (the default is ``connect.DEADLINE``, 15 s).
@@ -160,7 +167,15 @@ async def test_a_blackholed_call_fails_typed_within_the_stores_deadline(cluster:
         at_save_s = time.monotonic() - began
         proxy.set("pass")
         healed_at = time.monotonic()
-        await one_turn(store, 4)
+        # The held save of turn 3 reaches the server when the path heals, and may commit between turn 4's
+        # load and its save (seen once in 5 runs at load 10): turn 4 then meets a VersionConflict and, as
+        # any caller of an optimistic store does, runs again on the new version.
+        for attempt in range(3):
+            try:
+                await one_turn(store, 4)
+                break
+            except VersionConflict:
+                assert attempt < 2
         next_call_s = time.monotonic() - healed_at
         # The save of turn 3 was held by the proxy and delivered when it healed: whether it committed or
         # not, the log and the state agree (check_consistent), which is what "nothing half-written" means.
