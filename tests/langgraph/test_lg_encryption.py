@@ -185,7 +185,8 @@ def test_a_pending_write_moved_to_another_row_fails(esaver: PostgresCheckpointer
     got = esaver.get_tuple(config)
     assert got is not None and [w[2] for w in got.pending_writes] == [[SECRET], ["x"]]
     tampered(dsn, schema, "UPDATE {s}.snapshot_writes d SET data = (SELECT data FROM {s}.snapshot_writes "
-                          "WHERE task_id = 'task-1' AND idx = 0) WHERE d.task_id = 'task-1' AND d.idx = 1")
+                          "WHERE task_id = {s}.id_bytes('task-1') AND idx = 0) "
+                          "WHERE d.task_id = {s}.id_bytes('task-1') AND d.idx = 1")
     with pytest.raises(IntegrityError):
         esaver.get_tuple(config)
 
