@@ -3,7 +3,10 @@ bodies, the opt-in message cache — and that every path that deletes or copies 
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
@@ -20,8 +23,6 @@ from typing_extensions import TypedDict
 from pgagentstate.langgraph import PostgresCheckpointer
 from pgagentstate.ops.migrations import migrations
 from pgagentstate.queries import with_schema
-
-from ..conftest import PARTITIONED, drop_schema, new_schema_name, partition_schema
 
 
 def blob_rows(dsn: str, schema: str, thread: str, channel: str) -> list[tuple[str, str | None, int]]:
@@ -203,7 +204,7 @@ def test_delta_channel_is_rebuilt_from_its_seed_and_writes(saver: PostgresCheckp
 
 def _schema_before_0015(dsn: str) -> str:
     """A schema at migration 0014 (text ids, text[] hash lists), partitioned like the test schemas."""
-    name = new_schema_name()
+    name = f"t_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
         conn.execute(with_schema("CREATE TABLE {schema}.migrations (version integer PRIMARY KEY, name text NOT NULL,"
@@ -213,8 +214,12 @@ def _schema_before_0015(dsn: str) -> str:
                 conn.execute(with_schema(m.script, name))
                 conn.execute(with_schema("INSERT INTO {schema}.migrations (version, name) VALUES (%s, %s)", name),
                              (m.version, m.name))
-    if PARTITIONED:
-        partition_schema(dsn, name)
+    if os.environ.get("PGAGENTSTATE_TEST_PARTITIONED", "") not in ("", "0"):  # as the schema fixture does
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+        import partition_schema
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            partition_schema.partition(conn, name, partition_schema.BIG_TABLES, 4)
     return name
 
 
@@ -271,4 +276,5 @@ def test_migration_0015_converts_checkpoints_written_before_it(dsn: str, schema:
             run_turns(migrated, "long", range(20, 22))  # and the thread goes on
             assert contents(migrated, "long") == expected(range(22))
     finally:
-        drop_schema(dsn, old)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(old)))
