@@ -157,8 +157,8 @@ def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer,
     # ciphertext, so whichever chunks the newest checkpoint reads, one of them is out of place.
     tampered(dsn, schema, "UPDATE {s}.snapshot_chunks d SET data = (SELECT data FROM {s}.snapshot_chunks "
                           "WHERE conversation_id = 't3' ORDER BY hash DESC LIMIT 1) "
-                          "WHERE d.conversation_id = 't3' AND d.hash <> (SELECT max(hash) FROM {s}.snapshot_chunks "
-                          "WHERE conversation_id = 't3')")
+                          "WHERE d.conversation_id = 't3' AND d.hash <> (SELECT hash FROM {s}.snapshot_chunks "
+                          "WHERE conversation_id = 't3' ORDER BY hash DESC LIMIT 1)")
     with pytest.raises(IntegrityError):
         esaver.get_tuple(cfg("t3"))
     with pytest.raises(IntegrityError):
@@ -167,8 +167,8 @@ def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer,
     # Metadata of one checkpoint replaced by another checkpoint's.
     tampered(dsn, schema, "UPDATE {s}.snapshots d SET metadata = (SELECT metadata FROM {s}.snapshots "
                           "WHERE conversation_id = 't4' AND snapshot_id < d.snapshot_id LIMIT 1) "
-                          "WHERE d.conversation_id = 't4' AND d.snapshot_id = (SELECT max(snapshot_id) "
-                          "FROM {s}.snapshots WHERE conversation_id = 't4')")
+                          "WHERE d.conversation_id = 't4' AND d.snapshot_id = (SELECT snapshot_id FROM {s}.snapshots "
+                          "WHERE conversation_id = 't4' ORDER BY snapshot_id DESC LIMIT 1)")
     with pytest.raises(IntegrityError):
         esaver.get_tuple(cfg("t4"))
     with pytest.raises(IntegrityError):
@@ -185,7 +185,8 @@ def test_a_pending_write_moved_to_another_row_fails(esaver: PostgresCheckpointer
     got = esaver.get_tuple(config)
     assert got is not None and [w[2] for w in got.pending_writes] == [[SECRET], ["x"]]
     tampered(dsn, schema, "UPDATE {s}.snapshot_writes d SET data = (SELECT data FROM {s}.snapshot_writes "
-                          "WHERE task_id = 'task-1' AND idx = 0) WHERE d.task_id = 'task-1' AND d.idx = 1")
+                          "WHERE task_id = {s}.id_bytes('task-1') AND idx = 0) "
+                          "WHERE d.task_id = {s}.id_bytes('task-1') AND d.idx = 1")
     with pytest.raises(IntegrityError):
         esaver.get_tuple(config)
 

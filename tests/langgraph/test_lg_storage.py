@@ -3,7 +3,10 @@ bodies, the opt-in message cache — and that every path that deletes or copies 
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
+from pathlib import Path
 from typing import Annotated, Any
 
 import psycopg
@@ -18,13 +21,15 @@ from psycopg import sql
 from typing_extensions import TypedDict
 
 from pgagentstate.langgraph import PostgresCheckpointer
+from pgagentstate.ops.migrations import migrations
+from pgagentstate.queries import with_schema
 
 
 def blob_rows(dsn: str, schema: str, thread: str, channel: str) -> list[tuple[str, str | None, int]]:
     """(version, base, number of hashes stored) of each blob of a channel."""
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
-            sql.SQL("SELECT version, base, cardinality(chunks) FROM {}.snapshot_blobs "
+            sql.SQL("SELECT version, base, octet_length(chunks) / 12 FROM {}.snapshot_blobs "
                     "WHERE conversation_id = %s AND channel = %s").format(sql.Identifier(schema)),
             (thread, channel),
         ).fetchall()
@@ -87,7 +92,7 @@ def test_a_turn_input_is_stored_deflated(saver: PostgresCheckpointer, dsn: str, 
     with psycopg.connect(dsn) as conn:
         rows = conn.execute(
             sql.SQL("SELECT b.type, octet_length(c.data) FROM {s}.snapshot_blobs b JOIN {s}.snapshot_chunks c "
-                    "ON c.conversation_id = b.conversation_id AND c.hash = b.chunks[1] "
+                    "ON c.conversation_id = b.conversation_id AND c.hash = substring(b.chunks FROM 1 FOR 12) "
                     "WHERE b.conversation_id = 'input' AND b.channel = '__start__'").format(s=sql.Identifier(schema)),
         ).fetchall()
     serde = JsonPlusSerializer()
@@ -195,3 +200,81 @@ def test_delta_channel_is_rebuilt_from_its_seed_and_writes(saver: PostgresCheckp
     assert graph.get_state(cfg("delta")).values["log"] == want
     graph.invoke({"log": ["after"]}, cfg("delta"))
     assert graph.get_state(cfg("delta")).values["log"] == [*want, "after", f"seen {len(want) + 1}"]
+
+
+def _schema_before_0015(dsn: str) -> str:
+    """A schema at migration 0014 (text ids, text[] hash lists), partitioned like the test schemas."""
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+        conn.execute(with_schema("CREATE TABLE {schema}.migrations (version integer PRIMARY KEY, name text NOT NULL,"
+                                 " applied_at timestamptz NOT NULL DEFAULT now())", name))
+        for m in migrations():
+            if m.version < 15:
+                conn.execute(with_schema(m.script, name))
+                conn.execute(with_schema("INSERT INTO {schema}.migrations (version, name) VALUES (%s, %s)", name),
+                             (m.version, m.name))
+    if os.environ.get("PGAGENTSTATE_TEST_PARTITIONED", "") not in ("", "0"):  # as the schema fixture does
+        sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+        import partition_schema
+
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            partition_schema.partition(conn, name, partition_schema.BIG_TABLES, 4)
+    return name
+
+
+# Rows of a migrated schema written back in the layout before migration 0015, with its own functions.
+_OLD_LAYOUT = """
+INSERT INTO {old}.conversations SELECT * FROM {new}.conversations;
+INSERT INTO {old}.snapshots (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data,
+                             metadata, channel_versions, created_at, forked)
+SELECT tenant_id, conversation_id, namespace, {new}.id_text(snapshot_id), {new}.id_text(parent_id), run_id, type, data,
+       metadata, channel_versions, created_at, forked FROM {new}.snapshots;
+INSERT INTO {old}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
+SELECT tenant_id, conversation_id, namespace, channel, version, type,
+       ARRAY(SELECT {new}.hash_text(h) FROM {new}.hash_split(chunks) AS h), base FROM {new}.snapshot_blobs;
+INSERT INTO {old}.snapshot_chunks (tenant_id, conversation_id, hash, data)
+SELECT tenant_id, conversation_id, {new}.hash_text(hash), data FROM {new}.snapshot_chunks;
+INSERT INTO {old}.snapshot_writes (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type,
+                                   data, task_path)
+SELECT tenant_id, conversation_id, namespace, {new}.id_text(snapshot_id), {new}.id_text(task_id), idx, channel, type,
+       data, task_path FROM {new}.snapshot_writes;
+"""
+
+
+def test_migration_0015_converts_checkpoints_written_before_it(dsn: str, schema: str,
+                                                               saver: PostgresCheckpointer) -> None:
+    run_turns(saver, "long", range(20))  # past 16 appended messages: blobs with a base, and new bases
+    head = saver.get_tuple(cfg("long"))
+    assert head is not None
+    # Ids that are not UUIDs: one of 16 bytes (stored with a NUL appended), shorter and longer ones.
+    saver.put_writes(head.config, [("messages", ["w0"]), ("visits", ["w1"])], task_id="sixteen-chars-id")
+    saver.put_writes(head.config, [("visits", ["w2"])], task_id="task-1")
+    parent: RunnableConfig = cfg("odd-ids")
+    for cid in ("checkpoint-16-ch", "checkpoint-16-ci", "checkpoint-17-chs", "c"):
+        checkpoint = {**empty_checkpoint(), "id": cid}
+        parent = saver.put(parent, checkpoint, {"source": "input", "step": -1, "parents": {}}, {})
+    old = _schema_before_0015(dsn)
+    try:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            script = _OLD_LAYOUT.replace("{old}", '"' + old + '"').replace("{new}", '"' + schema + '"')
+            conn.execute(script)  # type: ignore[arg-type]  # test SQL, literal text
+            kinds = conn.execute("SELECT data_type FROM information_schema.columns WHERE table_schema = %s"
+                                 " AND table_name = 'snapshot_blobs' AND column_name = 'chunks'", (old,)).fetchone()
+            assert kinds == ("ARRAY",)
+        with PostgresCheckpointer.from_conn_string(dsn, schema=old) as migrated:
+            migrated.setup()  # applies 0015 to the rows above
+            for thread in ("long", "odd-ids"):
+                before = [(t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+                          for t in saver.list(cfg(thread))]
+                after = [(t.config, t.checkpoint, t.metadata, t.parent_config, t.pending_writes)
+                         for t in migrated.list(cfg(thread))]
+                assert after == before and len(before) > 1
+            assert [t.checkpoint["id"] for t in migrated.list(cfg("odd-ids"))] == [
+                "checkpoint-17-chs", "checkpoint-16-ci", "checkpoint-16-ch", "c"]
+            assert contents(migrated, "long") == expected(range(20))
+            run_turns(migrated, "long", range(20, 22))  # and the thread goes on
+            assert contents(migrated, "long") == expected(range(22))
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(old)))

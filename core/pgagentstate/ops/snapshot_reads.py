@@ -24,6 +24,7 @@ from .snapshots import (
     chunk_hash,
     data_ad,
     meta_ad,
+    split_hashes,
     write_ad,
 )
 
@@ -49,7 +50,7 @@ def _rows_by_kind(ctx: Ctx, rows: Sequence[Row]) -> tuple[dict[str, list[Row]], 
         elif r[0] == "C":
             data, pos, conv = bytes(r[7]), 0, r[1]
             plain = ctx.cipher is None
-            for h in r[8].split(" "):
+            for h in split_hashes(r[8]):
                 (n,) = _LENGTH.unpack_from(data, pos)
                 piece = data[pos + 4 : pos + 4 + n]
                 pos += 4 + n
@@ -71,14 +72,15 @@ def _blob_rows(rows: Sequence[Row]) -> dict[BlobKey, Row]:
 
 def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Chunks) -> SnapshotBlob:
     """The blob of a 'b' row with its whole list of chunks: its base's chunks (bases are whole), then its own."""
-    stored: tuple[str, ...] = tuple(row[10])
+    stored = split_hashes(row[4])
     base_len = 0
     if row[9] is not None:
         base = rows.get((row[1], row[2], row[5], row[9]))
         if base is None:  # deleted under a concurrent prune
             raise NotFound(f"base {row[9]!r} of channel {row[5]!r} at version {row[8]!r} is missing")
-        base_len = len(base[10])
-        stored = tuple(base[10]) + stored
+        base_hashes = split_hashes(base[4])
+        base_len = len(base_hashes)
+        stored = base_hashes + stored
     # A chunk that is missing (deleted under a concurrent prune) makes the blob unreadable rather than wrong.
     found = [chunks[(row[1], h)] for h in stored if (row[1], h) in chunks]
     if len(found) != len(stored):

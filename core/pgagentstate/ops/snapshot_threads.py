@@ -12,7 +12,7 @@ from ..errors import InvalidInput, NotFound
 from ..sealing import seal, unseal
 from .base import Ctx, Op, Row, Stmt, Tx, many
 from .snapshot_reads import chain
-from .snapshots import _open, _seal, chunk_ad, chunk_hash, data_ad, meta_ad, stored_chunk_id, write_ad
+from .snapshots import _open, _seal, chunk_ad, chunk_hash, data_ad, meta_ad, split_hashes, stored_chunk_id, write_ad
 
 
 def delete_conversation(ctx: Ctx, conversation_id: str) -> Op[bool]:
@@ -81,7 +81,7 @@ def copy(ctx: Ctx, source: str, target: str) -> Op[None]:
         new_id = ids[stored_id] = stored_chunk_id(ctx, target, chunk_hash(plain))
         new_chunks[new_id] = cipher.seal_bytes(plain, chunk_ad(ctx.tenant, target, new_id))
     try:
-        chunk_lists = [" ".join(ids[h] for h in b[4]) for b in blobs]
+        chunk_lists = ["".join(ids[h] for h in split_hashes(b[4])) for b in blobs]
     except KeyError:
         raise NotFound(f"a chunk of conversation {source!r} is missing") from None
 

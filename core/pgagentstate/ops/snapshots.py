@@ -98,6 +98,12 @@ def chunk_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=12).digest()).decode()
 
 
+def split_hashes(joined: str | None) -> tuple[str, ...]:
+    """A list of chunk hashes as the statements return it (the stored 12-byte hashes, base64 in one go):
+    16-character hashes, concatenated."""
+    return tuple(joined[i : i + 16] for i in range(0, len(joined), 16)) if joined else ()
+
+
 # --- encryption at rest ----------------------------------------------------------------------------
 # With a cipher (the store's ``encryption=``), the checkpoint body, the metadata, every chunk and every
 # pending write are sealed with AES-256-GCM, each bound to its place by the associated data below, so a

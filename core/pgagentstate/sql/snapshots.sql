@@ -5,11 +5,13 @@
 -- chunks of those blobs (each distinct chunk once) and its pending writes arrive in one statement:
 --   kind  conversation_id namespace snapshot_id parent_id key     type data  text1     text2            chunks  idx   flag
 --   's'   conv            ns        id          parent    -       type data  metadata  channel_versions -       -     is_head
---   'b'   conv            ns        -           -         channel type -     version   base             hashes  -     -
+--   'b'   conv            ns        -           hashes    channel type -     version   base             -       -     -
 --   'c'   conv            -         -           -         hash    -    data  -         -                -       -     -
 --   'C'   conv            -         -           -         -       -    data  hashes    -                -       -     -
 --         (every chunk of the conversation the other rows need, at once: ``data`` holds each chunk as a
---          4-byte big-endian length and its bytes, in the order of the space-separated ``hashes``)
+--          4-byte big-endian length and its bytes, in the order of ``hashes``)
+-- Ids are text here (id_text of the stored bytes), and a list of chunk hashes ("hashes") is one string
+-- of 16-character hashes (hash_text of the stored 12-byte hashes), without separators.
 --   'w'   conv            ns        id          task_path channel type data  task_id   -                -       idx   -
 --   'a'   conv            ns        id          -         -       -    -     -         -                seeded  depth -
 --
@@ -46,7 +48,8 @@ WITH ok AS (
     SELECT (cardinality(%(known)s::text[]) = 0
             OR (SELECT count(*) FROM {schema}.snapshot_chunks k
                 WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
-                  AND k.hash = ANY(%(known)s::text[])) = cardinality(%(known)s::text[]))
+                  AND k.hash = ANY(ARRAY(SELECT {schema}.hash_bytes(h) FROM unnest(%(known)s::text[]) AS h)))
+               = cardinality(%(known)s::text[]))
        AND (%(n_bases)s = 0
             OR (SELECT count(*) FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
                 JOIN {schema}.snapshot_blobs b
@@ -55,13 +58,13 @@ WITH ok AS (
                  AND b.base IS NULL) = %(n_bases)s) AS ok
 ), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
-    SELECT %(tenant)s, %(conversation_id)s, x.r->>0, decode(x.r->>1, 'base64')
+    SELECT %(tenant)s, %(conversation_id)s, {schema}.hash_bytes(x.r->>0), decode(x.r->>1, 'base64')
     FROM jsonb_array_elements(%(chunks)s::jsonb) AS x(r)
     ON CONFLICT DO NOTHING
 ), blobs AS (
     INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
     SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, x.r->>0, x.r->>1, x.r->>2,
-           string_to_array(x.r->>3, ' '), x.r->>4
+           {schema}.hash_bytes(replace(x.r->>3, ' ', '')), x.r->>4
     FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
     WHERE (SELECT ok FROM ok)
     ON CONFLICT DO NOTHING
@@ -73,7 +76,8 @@ WITH ok AS (
 INSERT INTO {schema}.snapshots AS s
     (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
      channel_versions, forked)
-SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, %(parent_id)s, %(run_id)s, %(type)s,
+SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, {schema}.id_bytes(%(snapshot_id)s),
+       {schema}.id_bytes(%(parent_id)s), %(run_id)s, %(type)s,
        %(data)s, %(metadata)s::jsonb, %(channel_versions)s::jsonb,
        coalesce(%(forked)s::boolean, EXISTS (
            SELECT 1 FROM {schema}.snapshots x
@@ -105,7 +109,7 @@ INSERT INTO {schema}.snapshot_tombstones (tenant_id, conversation_id) VALUES (%(
 ON CONFLICT (tenant_id, conversation_id) DO UPDATE SET deleted_at = now()
 
 -- name: snapshot_head
-SELECT s.snapshot_id FROM {schema}.snapshots s
+SELECT {schema}.id_text(s.snapshot_id) FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
 ORDER BY s.snapshot_id DESC
 LIMIT 1
@@ -117,7 +121,8 @@ LIMIT 1
 -- is cheaper to send and to parse than six arrays, bytea[] as hex text in particular).
 INSERT INTO {schema}.snapshot_writes AS w
     (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
-SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, %(snapshot_id)s, x.r->>0, (x.r->>1)::int, x.r->>2, x.r->>3,
+SELECT %(tenant)s, %(conversation_id)s, %(namespace)s, {schema}.id_bytes(%(snapshot_id)s), {schema}.id_bytes(x.r->>0),
+       (x.r->>1)::int, x.r->>2, x.r->>3,
        decode(x.r->>4, 'base64'), x.r->>5
 FROM jsonb_array_elements(%(writes)s::jsonb) AS x(r)
 WHERE EXISTS (SELECT 1 FROM {schema}.conversations c WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
@@ -133,9 +138,10 @@ WITH sel AS MATERIALIZED (
     WHERE s.tenant_id = %(tenant)s
       AND (%(conversation_id)s::text IS NULL OR s.conversation_id = %(conversation_id)s)
       AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
-      AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = %(snapshot_id)s)
-      AND (%(snapshot_ids)s::text[] IS NULL OR s.snapshot_id = ANY(%(snapshot_ids)s::text[]))
-      AND (%(before)s::text IS NULL OR s.snapshot_id < %(before)s)
+      AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = {schema}.id_bytes(%(snapshot_id)s))
+      AND (%(snapshot_ids)s::text[] IS NULL
+           OR s.snapshot_id = ANY(ARRAY(SELECT {schema}.id_bytes(i) FROM unnest(%(snapshot_ids)s::text[]) AS i)))
+      AND (%(before)s::text IS NULL OR s.snapshot_id < {schema}.id_bytes(%(before)s))
       AND (%(filter)s::jsonb IS NULL OR s.metadata @> %(filter)s::jsonb)
     ORDER BY s.snapshot_id DESC
     LIMIT %(limit)s
@@ -162,7 +168,8 @@ WITH sel AS MATERIALIZED (
           AND b.channel = r.channel AND b.version = r.base
         LIMIT 1) AS b
 )
-SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.parent_id, NULL::text, sel.type,
+SELECT 's'::text, sel.conversation_id, sel.namespace, {schema}.id_text(sel.snapshot_id),
+       {schema}.id_text(sel.parent_id), NULL::text, sel.type,
        sel.data, sel.metadata::text, sel.channel_versions::text, NULL::text[], NULL::int,
        NOT EXISTS (SELECT 1 FROM {schema}.snapshots n
                    WHERE n.tenant_id = %(tenant)s AND n.conversation_id = sel.conversation_id
@@ -170,23 +177,23 @@ SELECT 's'::text, sel.conversation_id, sel.namespace, sel.snapshot_id, sel.paren
                      AND n.namespace = sel.namespace AND n.snapshot_id > sel.snapshot_id)
 FROM sel
 UNION ALL
-SELECT 'b', r.conversation_id, r.namespace, NULL, NULL, r.channel, r.type, NULL, r.version, r.base, r.chunks, NULL,
-       NULL
+SELECT 'b', r.conversation_id, r.namespace, NULL, {schema}.hash_text(r.chunks), r.channel, r.type, NULL, r.version,
+       r.base, NULL, NULL, NULL
 FROM refs r
 UNION ALL
 SELECT 'C', n.conversation_id, NULL, NULL, NULL, NULL, NULL, c.data, c.hashes, NULL, NULL, NULL, NULL
 FROM (SELECT DISTINCT r.conversation_id FROM refs r) AS n
 CROSS JOIN LATERAL (
     SELECT string_agg(int4send(octet_length(c.data)) || c.data, ''::bytea) AS data,
-           string_agg(c.hash, ' ') AS hashes
+           {schema}.hash_text(string_agg(c.hash, ''::bytea)) AS hashes
     FROM {schema}.snapshot_chunks c
     WHERE c.tenant_id = %(tenant)s AND c.conversation_id = n.conversation_id
       AND (%(conversation_id)s::text IS NULL OR c.conversation_id = %(conversation_id)s)
-      AND c.hash IN (SELECT unnest(r.chunks) FROM refs r)) AS c
+      AND c.hash IN (SELECT h FROM refs r CROSS JOIN LATERAL {schema}.hash_split(r.chunks) AS h)) AS c
 WHERE c.data IS NOT NULL
 UNION ALL
-SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
-       NULL, NULL, w.idx, NULL
+SELECT 'w', w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), w.task_path, w.channel, w.type, w.data,
+       {schema}.id_text(w.task_id), NULL, NULL, w.idx, NULL
 FROM sel
 CROSS JOIN LATERAL (
     SELECT w.* FROM {schema}.snapshot_writes w
@@ -198,13 +205,13 @@ CROSS JOIN LATERAL (
 -- name: snapshot_metadata_list
 -- The metadata of the snapshots snapshot_read would select, newest first, for filtering where the
 -- database cannot (encrypted metadata); the matches are then read by snapshot_read with their ids.
-SELECT s.conversation_id, s.namespace, s.snapshot_id, s.metadata::text
+SELECT s.conversation_id, s.namespace, {schema}.id_text(s.snapshot_id), s.metadata::text
 FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s
   AND (%(conversation_id)s::text IS NULL OR s.conversation_id = %(conversation_id)s)
   AND (%(namespace)s::text IS NULL OR s.namespace = %(namespace)s)
-  AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = %(snapshot_id)s)
-  AND (%(before)s::text IS NULL OR s.snapshot_id < %(before)s)
+  AND (%(snapshot_id)s::text IS NULL OR s.snapshot_id = {schema}.id_bytes(%(snapshot_id)s))
+  AND (%(before)s::text IS NULL OR s.snapshot_id < {schema}.id_bytes(%(before)s))
 ORDER BY s.snapshot_id DESC
 
 -- name: snapshot_chain
@@ -223,7 +230,7 @@ WITH RECURSIVE chain AS (
          AND b.channel = ch.name AND b.version = p.channel_versions ->> ch.name
     ) AS x
     WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s AND t.namespace = %(namespace)s
-      AND t.snapshot_id = %(snapshot_id)s
+      AND t.snapshot_id = {schema}.id_bytes(%(snapshot_id)s)
   UNION ALL
     SELECT p.snapshot_id, p.parent_id, p.channel_versions, c.depth + 1, x.remaining, x.seeded
     FROM chain c
@@ -258,21 +265,21 @@ WITH RECURSIVE chain AS (
       ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s AND b.namespace = %(namespace)s
      AND b.channel = s.channel AND b.version = s.base
 )
-SELECT 'a'::text, %(conversation_id)s::text, %(namespace)s::text, c.snapshot_id, NULL::text, NULL::text,
+SELECT 'a'::text, %(conversation_id)s::text, %(namespace)s::text, {schema}.id_text(c.snapshot_id), NULL::text, NULL::text,
        NULL::text, NULL::bytea, NULL::text, NULL::text, c.seeded, c.depth, NULL::bool
 FROM chain_m c
 UNION ALL
-SELECT 'b', %(conversation_id)s, %(namespace)s, NULL, NULL, s.channel, s.type, NULL, s.version, s.base, s.chunks,
-       NULL, s.seed
+SELECT 'b', %(conversation_id)s, %(namespace)s, NULL, {schema}.hash_text(s.chunks), s.channel, s.type, NULL, s.version,
+       s.base, NULL, NULL, s.seed
 FROM seeds s
 UNION ALL
-SELECT 'c', c.conversation_id, NULL, NULL, NULL, c.hash, NULL, c.data, NULL, NULL, NULL, NULL, NULL
-FROM (SELECT DISTINCT unnest(s.chunks) AS hash FROM seeds s) AS h
+SELECT 'c', c.conversation_id, NULL, NULL, NULL, {schema}.hash_text(c.hash), NULL, c.data, NULL, NULL, NULL, NULL, NULL
+FROM (SELECT DISTINCT x.hash FROM seeds s CROSS JOIN LATERAL {schema}.hash_split(s.chunks) AS x(hash)) AS h
 JOIN {schema}.snapshot_chunks c
   ON c.tenant_id = %(tenant)s AND c.conversation_id = %(conversation_id)s AND c.hash = h.hash
 UNION ALL
-SELECT 'w', w.conversation_id, w.namespace, w.snapshot_id, w.task_path, w.channel, w.type, w.data, w.task_id,
-       NULL, NULL, w.idx, NULL
+SELECT 'w', w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), w.task_path, w.channel, w.type, w.data,
+       {schema}.id_text(w.task_id), NULL, NULL, w.idx, NULL
 FROM chain_m c
 JOIN {schema}.snapshot_writes w
   ON w.tenant_id = %(tenant)s AND w.conversation_id = %(conversation_id)s AND w.namespace = %(namespace)s
@@ -321,7 +328,7 @@ WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s:
 WITH used AS (
     SELECT DISTINCT b.conversation_id, h.hash
     FROM {schema}.snapshot_blobs b
-    CROSS JOIN LATERAL unnest(b.chunks) AS h(hash)
+    CROSS JOIN LATERAL {schema}.hash_split(b.chunks) AS h(hash)
     WHERE b.tenant_id = %(tenant)s AND b.conversation_id = ANY(%(conversation_ids)s::text[])
 )
 DELETE FROM {schema}.snapshot_chunks c
@@ -331,8 +338,8 @@ WHERE c.tenant_id = %(tenant)s AND c.conversation_id = ANY(%(conversation_ids)s:
 -- name: snapshot_prune_heads
 -- The head of every namespace with its metadata (which names the delta channels it has not snapshotted,
 -- LangGraph DeltaChannel: their values live in the writes of ancestors, which keep_latest must keep).
-SELECT DISTINCT ON (s.conversation_id, s.namespace) s.conversation_id, s.namespace, s.snapshot_id,
-       s.metadata::text
+SELECT DISTINCT ON (s.conversation_id, s.namespace) s.conversation_id, s.namespace,
+       {schema}.id_text(s.snapshot_id), s.metadata::text
 FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = ANY(%(conversation_ids)s::text[])
 ORDER BY s.conversation_id, s.namespace, s.snapshot_id DESC
@@ -341,10 +348,12 @@ ORDER BY s.conversation_id, s.namespace, s.snapshot_id DESC
 -- Deletes, in each namespace read by snapshot_prune_heads, the snapshots older than its head that are
 -- not kept, with their writes. A snapshot saved after the heads were read is newer than its head: kept.
 WITH heads AS (
-    SELECT * FROM unnest(%(head_conversations)s::text[], %(head_namespaces)s::text[], %(head_ids)s::text[])
+    SELECT h.conversation_id, h.namespace, {schema}.id_bytes(h.snapshot_id) AS snapshot_id
+    FROM unnest(%(head_conversations)s::text[], %(head_namespaces)s::text[], %(head_ids)s::text[])
         AS h(conversation_id, namespace, snapshot_id)
 ), keep AS (
-    SELECT * FROM unnest(%(keep_conversations)s::text[], %(keep_namespaces)s::text[], %(keep_ids)s::text[])
+    SELECT k.conversation_id, k.namespace, {schema}.id_bytes(k.snapshot_id) AS snapshot_id
+    FROM unnest(%(keep_conversations)s::text[], %(keep_namespaces)s::text[], %(keep_ids)s::text[])
         AS k(conversation_id, namespace, snapshot_id)
 ), gone AS (
     DELETE FROM {schema}.snapshots s
@@ -421,33 +430,35 @@ ON CONFLICT DO NOTHING
 -- sealed again for the target by the caller and inserted (see ops/snapshots.py copy()).
 
 -- name: snapshot_copy_read_chunks
-SELECT c.hash, c.data FROM {schema}.snapshot_chunks c
+SELECT {schema}.hash_text(c.hash), c.data FROM {schema}.snapshot_chunks c
 WHERE c.tenant_id = %(tenant)s AND c.conversation_id = %(conversation_id)s
 
 -- name: snapshot_copy_read_blobs
-SELECT b.namespace, b.channel, b.version, b.type, b.chunks, b.base FROM {schema}.snapshot_blobs b
+SELECT b.namespace, b.channel, b.version, b.type, {schema}.hash_text(b.chunks), b.base FROM {schema}.snapshot_blobs b
 WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
 
 -- name: snapshot_copy_read_snapshots
-SELECT s.namespace, s.snapshot_id, s.parent_id, s.run_id, s.type, s.data, s.metadata::text,
-       s.channel_versions::text, s.created_at, s.forked
+SELECT s.namespace, {schema}.id_text(s.snapshot_id), {schema}.id_text(s.parent_id), s.run_id, s.type, s.data,
+       s.metadata::text, s.channel_versions::text, s.created_at, s.forked
 FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s
 
 -- name: snapshot_copy_read_writes
-SELECT w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type, w.data, w.task_path
+SELECT w.namespace, {schema}.id_text(w.snapshot_id), {schema}.id_text(w.task_id), w.idx, w.channel, w.type, w.data,
+       w.task_path
 FROM {schema}.snapshot_writes w
 WHERE w.tenant_id = %(tenant)s AND w.conversation_id = %(conversation_id)s
 
 -- name: snapshot_copy_insert_chunks
 INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
-SELECT %(tenant)s, %(target)s, x.hash, x.data
+SELECT %(tenant)s, %(target)s, {schema}.hash_bytes(x.hash), x.data
 FROM unnest(%(hashes)s::text[], %(datas)s::bytea[]) AS x(hash, data)
 ON CONFLICT DO NOTHING
 
 -- name: snapshot_copy_insert_blobs
 INSERT INTO {schema}.snapshot_blobs (tenant_id, conversation_id, namespace, channel, version, type, chunks, base)
-SELECT %(tenant)s, %(target)s, x.namespace, x.channel, x.version, x.type, string_to_array(x.chunks, ' '), x.base
+SELECT %(tenant)s, %(target)s, x.namespace, x.channel, x.version, x.type, {schema}.hash_bytes(replace(x.chunks, ' ', '')),
+       x.base
 FROM unnest(%(namespaces)s::text[], %(channels)s::text[], %(versions)s::text[], %(types)s::text[],
             %(chunk_lists)s::text[], %(bases)s::text[]) AS x(namespace, channel, version, type, chunks, base)
 ON CONFLICT DO NOTHING
@@ -456,7 +467,8 @@ ON CONFLICT DO NOTHING
 INSERT INTO {schema}.snapshots
     (tenant_id, conversation_id, namespace, snapshot_id, parent_id, run_id, type, data, metadata,
      channel_versions, created_at, forked)
-SELECT %(tenant)s, %(target)s, x.namespace, x.snapshot_id, x.parent_id, x.run_id, x.type, x.data, x.metadata::jsonb,
+SELECT %(tenant)s, %(target)s, x.namespace, {schema}.id_bytes(x.snapshot_id), {schema}.id_bytes(x.parent_id), x.run_id,
+       x.type, x.data, x.metadata::jsonb,
        x.channel_versions::jsonb, x.created_at, x.forked
 FROM unnest(%(namespaces)s::text[], %(snapshot_ids)s::text[], %(parent_ids)s::text[], %(run_ids)s::text[],
             %(types)s::text[], %(datas)s::bytea[], %(metadatas)s::text[], %(channel_versions)s::text[],
@@ -467,7 +479,8 @@ ON CONFLICT DO NOTHING
 -- name: snapshot_copy_insert_writes
 INSERT INTO {schema}.snapshot_writes
     (tenant_id, conversation_id, namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
-SELECT %(tenant)s, %(target)s, x.namespace, x.snapshot_id, x.task_id, x.idx, x.channel, x.type, x.data, x.task_path
+SELECT %(tenant)s, %(target)s, x.namespace, {schema}.id_bytes(x.snapshot_id), {schema}.id_bytes(x.task_id), x.idx,
+       x.channel, x.type, x.data, x.task_path
 FROM unnest(%(namespaces)s::text[], %(snapshot_ids)s::text[], %(task_ids)s::text[], %(idxs)s::int[],
             %(channels)s::text[], %(types)s::text[], %(datas)s::bytea[], %(task_paths)s::text[])
      AS x(namespace, snapshot_id, task_id, idx, channel, type, data, task_path)
@@ -477,55 +490,62 @@ ON CONFLICT DO NOTHING
 -- key order ("first" marks the first page) and compare-and-swap writes, as in rotation.sql.
 
 -- name: rot_snapshot_metadata_page
-SELECT s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id, s.metadata::text
+SELECT s.tenant_id, s.conversation_id, s.namespace, {schema}.id_text(s.snapshot_id), s.metadata::text
 FROM {schema}.snapshots s
 WHERE (%(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s)
   AND (%(first)s OR (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id)
-                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text))
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, {schema}.id_bytes(%(k3)s::text)))
 ORDER BY s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id
 LIMIT %(limit)s
 
 -- name: rot_snapshot_metadata_set
 UPDATE {schema}.snapshots s SET metadata = %(new)s::jsonb
-WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s AND s.snapshot_id = %(k3)s
+WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s
+  AND s.snapshot_id = {schema}.id_bytes(%(k3)s)
   AND s.metadata::text = %(old)s
 
 -- name: rot_snapshot_data_page
-SELECT s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id, s.data
+SELECT s.tenant_id, s.conversation_id, s.namespace, {schema}.id_text(s.snapshot_id), s.data
 FROM {schema}.snapshots s
 WHERE (%(tenant)s::text IS NULL OR s.tenant_id = %(tenant)s)
   AND (%(first)s OR (s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id)
-                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text))
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, {schema}.id_bytes(%(k3)s::text)))
 ORDER BY s.tenant_id, s.conversation_id, s.namespace, s.snapshot_id
 LIMIT %(limit)s
 
 -- name: rot_snapshot_data_set
 UPDATE {schema}.snapshots s SET data = %(new)s
-WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s AND s.snapshot_id = %(k3)s
+WHERE s.tenant_id = %(k0)s AND s.conversation_id = %(k1)s AND s.namespace = %(k2)s
+  AND s.snapshot_id = {schema}.id_bytes(%(k3)s)
   AND s.data = %(old)s
 
 -- name: rot_snapshot_chunks_page
-SELECT c.tenant_id, c.conversation_id, c.hash, c.data
+SELECT c.tenant_id, c.conversation_id, {schema}.hash_text(c.hash), c.data
 FROM {schema}.snapshot_chunks c
 WHERE (%(tenant)s::text IS NULL OR c.tenant_id = %(tenant)s)
-  AND (%(first)s OR (c.tenant_id, c.conversation_id, c.hash) > (%(k0)s::text, %(k1)s::text, %(k2)s::text))
+  AND (%(first)s OR (c.tenant_id, c.conversation_id, c.hash)
+                    > (%(k0)s::text, %(k1)s::text, {schema}.hash_bytes(%(k2)s::text)))
 ORDER BY c.tenant_id, c.conversation_id, c.hash
 LIMIT %(limit)s
 
 -- name: rot_snapshot_chunks_set
 UPDATE {schema}.snapshot_chunks c SET data = %(new)s
-WHERE c.tenant_id = %(k0)s AND c.conversation_id = %(k1)s AND c.hash = %(k2)s AND c.data = %(old)s
+WHERE c.tenant_id = %(k0)s AND c.conversation_id = %(k1)s AND c.hash = {schema}.hash_bytes(%(k2)s)
+  AND c.data = %(old)s
 
 -- name: rot_snapshot_writes_page
-SELECT w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type, w.data
+SELECT w.tenant_id, w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), {schema}.id_text(w.task_id), w.idx,
+       w.channel, w.type, w.data
 FROM {schema}.snapshot_writes w
 WHERE (%(tenant)s::text IS NULL OR w.tenant_id = %(tenant)s)
   AND (%(first)s OR (w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx)
-                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, %(k3)s::text, %(k4)s::text, %(k5)s::int))
+                    > (%(k0)s::text, %(k1)s::text, %(k2)s::text, {schema}.id_bytes(%(k3)s::text),
+                       {schema}.id_bytes(%(k4)s::text), %(k5)s::int))
 ORDER BY w.tenant_id, w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx
 LIMIT %(limit)s
 
 -- name: rot_snapshot_writes_set
 UPDATE {schema}.snapshot_writes w SET data = %(new)s
-WHERE w.tenant_id = %(k0)s AND w.conversation_id = %(k1)s AND w.namespace = %(k2)s AND w.snapshot_id = %(k3)s
-  AND w.task_id = %(k4)s AND w.idx = %(k5)s AND w.data = %(old)s
+WHERE w.tenant_id = %(k0)s AND w.conversation_id = %(k1)s AND w.namespace = %(k2)s
+  AND w.snapshot_id = {schema}.id_bytes(%(k3)s) AND w.task_id = {schema}.id_bytes(%(k4)s) AND w.idx = %(k5)s
+  AND w.data = %(old)s

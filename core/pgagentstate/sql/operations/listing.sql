@@ -49,7 +49,7 @@ LEFT JOIN LATERAL (
     -- A checkpointed thread (LangGraph) has no events: its messages are the elements of the 'messages'
     -- channel (LangGraph's MessagesState) in its newest root checkpoint, stored one chunk per message, a
     -- base version's chunks first. Three primary-key probes; NULL without checkpoints.
-    SELECT cardinality(b.chunks) + coalesce(cardinality(base.chunks), 0) AS messages
+    SELECT (octet_length(b.chunks) + coalesce(octet_length(base.chunks), 0)) / 12 AS messages  -- 12-byte hashes
     FROM (SELECT s.channel_versions->>'messages' AS version
           FROM {schema}.snapshots s
           WHERE s.tenant_id = p.tenant_id AND s.conversation_id = p.id AND s.namespace = ''

@@ -72,7 +72,7 @@ ORDER BY m.ns_path, m.key
 
 -- name: ops_user_snapshots
 -- Checkpoints are framework-serialised bytes; exported as base64 with their blobs, chunks and writes.
-SELECT s.conversation_id, s.namespace, s.snapshot_id, s.parent_id, s.run_id, s.type,
+SELECT s.conversation_id, s.namespace, {schema}.id_text(s.snapshot_id), {schema}.id_text(s.parent_id), s.run_id, s.type,
        encode(s.data, 'base64'), s.metadata::text, s.channel_versions::text, s.created_at, s.forked
 FROM {schema}.snapshots s
 JOIN {schema}.conversations c ON c.tenant_id = s.tenant_id AND c.id = s.conversation_id
@@ -80,21 +80,23 @@ WHERE c.tenant_id = %(tenant)s AND c.user_id = %(user_id)s AND c.user_id <> ''
 ORDER BY s.conversation_id, s.namespace, s.snapshot_id
 
 -- name: ops_user_snapshot_blobs
-SELECT b.conversation_id, b.namespace, b.channel, b.version, b.type, b.chunks, b.base
+SELECT b.conversation_id, b.namespace, b.channel, b.version, b.type,
+       ARRAY(SELECT {schema}.hash_text(h) FROM {schema}.hash_split(b.chunks) AS h), b.base
 FROM {schema}.snapshot_blobs b
 JOIN {schema}.conversations c ON c.tenant_id = b.tenant_id AND c.id = b.conversation_id
 WHERE c.tenant_id = %(tenant)s AND c.user_id = %(user_id)s AND c.user_id <> ''
 ORDER BY b.conversation_id, b.namespace, b.channel, b.version
 
 -- name: ops_user_snapshot_chunks
-SELECT k.conversation_id, k.hash, encode(k.data, 'base64')
+SELECT k.conversation_id, {schema}.hash_text(k.hash), encode(k.data, 'base64')
 FROM {schema}.snapshot_chunks k
 JOIN {schema}.conversations c ON c.tenant_id = k.tenant_id AND c.id = k.conversation_id
 WHERE c.tenant_id = %(tenant)s AND c.user_id = %(user_id)s AND c.user_id <> ''
 ORDER BY k.conversation_id, k.hash
 
 -- name: ops_user_snapshot_writes
-SELECT w.conversation_id, w.namespace, w.snapshot_id, w.task_id, w.idx, w.channel, w.type,
+SELECT w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), {schema}.id_text(w.task_id), w.idx, w.channel,
+       w.type,
        encode(w.data, 'base64'), w.task_path
 FROM {schema}.snapshot_writes w
 JOIN {schema}.conversations c ON c.tenant_id = w.tenant_id AND c.id = w.conversation_id

@@ -17,7 +17,7 @@ ORDER BY s.key
 -- name: ops_snapshot_summary
 -- Checkpoints per namespace: how many, the first and the newest (their data stays opaque here).
 SELECT s.namespace, count(*), min(s.created_at), max(s.created_at),
-       (array_agg(s.snapshot_id ORDER BY s.snapshot_id DESC))[1]
+       {schema}.id_text((array_agg(s.snapshot_id ORDER BY s.snapshot_id DESC))[1])
 FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s
 GROUP BY s.namespace
