@@ -9,7 +9,9 @@ Modes (:meth:`FaultProxy.set`):
   client's TCP keepalives and ``tcp_user_timeout`` never fire: this is a hung middlebox (a stuck proxy or
   pooler), which only a deadline above TCP can bound (the store's ``deadline=``).
 - ``reset``: every open connection is reset (RST to both sides) and new ones are reset as they arrive.
-- ``latency``: each chunk waits ``delay`` seconds before it is forwarded (each way: a round trip costs 2x).
+- ``latency``: each chunk is forwarded ``delay`` seconds after it arrived (each way: a round trip costs 2x). A
+  delay line, not a wait per chunk: the chunks of one flight (a pipeline's messages, a result in several
+  segments) travel together, as on a network; waiting per chunk in turn charged a 1 ms round trip 2-3 times.
 - ``trickle``: at most ``rate`` bytes per second each way.
 
 The demo's ``examples/refund/proxy.py`` is an HTTP load balancer (whole requests, no faults), so the tests have
@@ -19,6 +21,7 @@ this one. One thread per direction per connection; loopback only.
 from __future__ import annotations
 
 import contextlib
+import queue
 import socket
 import struct
 import threading
@@ -41,6 +44,42 @@ def _reset(sock: socket.socket) -> None:
         sock.shutdown(socket.SHUT_RD)
     with contextlib.suppress(OSError):
         sock.close()
+
+
+class _DelayLine:
+    """Sends each chunk to ``dst`` at its due time, in order, from a thread of its own."""
+
+    def __init__(self, dst: socket.socket) -> None:
+        self._dst = dst
+        self._queue: queue.Queue[tuple[float, bytes] | None] = queue.Queue()
+        threading.Thread(target=self._run, name="fault-proxy-delay", daemon=True).start()
+
+    def put(self, due: float, data: bytes) -> None:
+        self._queue.put((due, data))
+
+    def drain(self) -> None:
+        """Wait until every chunk put so far is sent (the mode changed: keep the stream's order)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        self._queue.put(None)
+
+    def _run(self) -> None:
+        broken = False
+        while True:
+            item = self._queue.get()
+            try:
+                if item is None:
+                    return
+                due, data = item
+                time.sleep(max(0.0, due - time.monotonic()))
+                if not broken:
+                    try:
+                        self._dst.sendall(data)
+                    except OSError:
+                        broken = True
+            finally:
+                self._queue.task_done()
 
 
 class FaultProxy:
@@ -93,6 +132,8 @@ class FaultProxy:
             except OSError:
                 _reset(client)
                 continue
+            for sock in (client, upstream):  # as libpq's own socket: Nagle would hold a flight's second segment
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # for the first one's delayed ACK
             pair = _Pair(client, upstream)
             with self._changed:
                 self._pairs.add(pair)
@@ -100,16 +141,23 @@ class FaultProxy:
                 threading.Thread(target=self._pump, args=(pair, src, dst), daemon=True).start()
 
     def _pump(self, pair: _Pair, src: socket.socket, dst: socket.socket) -> None:
+        line: _DelayLine | None = None
         try:
             while not pair.killed:
                 data = src.recv(65536)
+                arrived = time.monotonic()
                 if not data or pair.killed:
                     break
                 with self._changed:  # held back while blackholed: the peer sees silence
                     self._changed.wait_for(lambda: self.mode != "blackhole" or self._closed)
                     mode, delay, rate = self.mode, self.delay, self.rate
                 if mode == "latency":
-                    time.sleep(delay)
+                    if line is None:
+                        line = _DelayLine(dst)
+                    line.put(arrived + delay, data)
+                    continue
+                if line is not None:
+                    line.drain()
                 if mode == "trickle" and rate > 0:
                     step = max(1, rate // 10)
                     for i in range(0, len(data), step):
@@ -120,6 +168,9 @@ class FaultProxy:
         except OSError:
             pass
         finally:
+            if line is not None:
+                line.drain()
+                line.close()
             if not pair.killed:
                 with pair.lock:
                     pair.ended += 1
