@@ -77,5 +77,17 @@ def query(name: str, schema: str, subs: tuple[tuple[str, str], ...] = ()) -> byt
     return with_schema(text, schema).as_bytes(None)
 
 
+_WRITES = re.compile(r"\b(insert|update|delete|merge|truncate|nextval|setval|pg_notify)\b", re.IGNORECASE)
+
+
+@cache
+def reads_only(name: str) -> bool:
+    """True when statement ``name`` only reads (a SELECT that modifies nothing, locks nothing): running it
+    again after its connection broke cannot repeat an effect. Conservative: ``FOR UPDATE`` counts as a
+    write, and so does any mention of a data-modifying keyword."""
+    text = _raw()[name].lstrip().lower()
+    return text.startswith(("select", "with")) and _WRITES.search(text) is None
+
+
 def names() -> list[str]:
     return sorted(_raw())
