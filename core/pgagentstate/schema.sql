@@ -34,7 +34,7 @@ CREATE TABLE {schema}.events (
     event_id        text        NOT NULL,
     kind            text        NOT NULL DEFAULT 'message',
     author          text        NOT NULL DEFAULT '',
-    payload         jsonb       NOT NULL,
+    payload         json        NOT NULL,  -- its text: nothing queries inside it (0016)
     created_at      timestamptz NOT NULL DEFAULT now(),
     -- when the store wrote it (created_at is the application's clock); NULL for events before 0010
     recorded_at     timestamptz DEFAULT now(),

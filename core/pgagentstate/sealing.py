@@ -13,7 +13,16 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .codec import Limits, decode_text, encode, escape_text, storage_text_to_json, unescape, unescape_text
+from .codec import (
+    Limits,
+    decode_text,
+    encode,
+    escape_text,
+    parse_json,
+    storage_text_to_json,
+    unescape,
+    unescape_text,
+)
 from .crypto import AD, MARKER, Cipher, is_envelope
 from .errors import IntegrityError
 
@@ -64,7 +73,7 @@ def unseal(cipher: Cipher | None, text: str, where: AD, *, raw: bool = False) ->
     """The value stored as ``text``; ``raw`` returns its JSON text instead of parsing it."""
     if cipher is None:
         return unseal_plain(text, raw=raw)
-    stored = json.loads(text)
+    stored = parse_json(text)
     if is_envelope(stored):
         plain = cipher.open(stored, where)
         return storage_text_to_json(plain) if raw else decode_text(plain)
@@ -104,13 +113,13 @@ def seal_doc(cipher: Cipher | None, data: Mapping[str, Any], limits: Limits, whe
 def unseal_doc(cipher: Cipher | None, text: str, where: AD) -> dict[str, Any]:
     if cipher is None:
         if MARKER in text:
-            stored = json.loads(text)
+            stored = parse_json(text)
             if any(is_envelope(v) for v in stored.values()):
                 raise _no_keys()
         value: dict[str, Any] = decode_text(text)
         return value
     out: dict[str, Any] = {}
-    for raw_key, stored in json.loads(text).items():
+    for raw_key, stored in parse_json(text).items():
         key = unescape_text(raw_key)
         if is_envelope(stored):
             out[key] = decode_text(cipher.open(stored, where.key(key)))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -10,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from .. import arguments
-from ..codec import as_stored, check_depth, check_id, check_text, has_escapes
+from ..codec import as_stored, check_depth, check_id, check_text, has_escapes, parse_json
 from ..crypto import AD
 from ..errors import AlreadyExists, InvalidInput, NotFound, VersionConflict
 from ..models import Event, NewEvent, StateRef
@@ -41,7 +40,7 @@ def events_from_json(ctx: Ctx, conversation_id: str, text: str | None) -> list[E
         return []
     cipher, escaped, fromiso = ctx.cipher, has_escapes(text), datetime.fromisoformat
     out = []
-    for seq, event_id, kind, author, stored, created_at in json.loads(text):
+    for seq, event_id, kind, author, stored, created_at in parse_json(text):
         payload = stored
         if cipher is not None or escaped:
             where = event_ad(ctx.tenant, conversation_id, event_id, kind, author)

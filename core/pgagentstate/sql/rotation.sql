@@ -14,7 +14,7 @@ ORDER BY e.tenant_id, e.conversation_id, e.seq
 LIMIT %(limit)s
 
 -- name: rot_events_set
-UPDATE {schema}.events e SET payload = %(new)s::jsonb
+UPDATE {schema}.events e SET payload = %(new)s::json
 WHERE e.tenant_id = %(k0)s AND e.conversation_id = %(k1)s AND e.seq = %(k2)s::bigint AND e.payload::text = %(old)s
 
 -- name: rot_state_documents_page

@@ -36,7 +36,7 @@ WITH head AS (
     SELECT %(tenant)s, 'conversation', '', %(id)s, %(state_name)s, s.version, s.data, s.updated_at FROM saved s
 ), appended AS (
     INSERT INTO {schema}.events AS e (tenant_id, conversation_id, seq, event_id, kind, author, payload, created_at)
-    SELECT %(tenant)s, %(id)s, head.base + t.ord, t.r->>0, t.r->>1, t.r->>2, t.r->3,
+    SELECT %(tenant)s, %(id)s, head.base + t.ord, t.r->>0, t.r->>1, t.r->>2, (t.r->3)::json,
            coalesce((t.r->>4)::timestamptz, now())
     FROM jsonb_array_elements(%(events)s::jsonb) WITH ORDINALITY AS t(r, ord)
     CROSS JOIN head

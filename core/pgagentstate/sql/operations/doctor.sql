@@ -23,6 +23,6 @@ ORDER BY c.relname
 -- name: ops_doctor_encryption
 -- A sample of the tenant's event payloads: how many are ciphertexts (JSON strings starting with the
 -- envelope marker of pgagentstate.crypto).
-SELECT count(*) FILTER (WHERE jsonb_typeof(x.payload) = 'string' AND starts_with(x.payload #>> '{}', %(marker)s)),
+SELECT count(*) FILTER (WHERE json_typeof(x.payload) = 'string' AND starts_with(x.payload #>> '{}', %(marker)s)),
        count(*)
 FROM (SELECT e.payload FROM {schema}.events e WHERE e.tenant_id = %(tenant)s LIMIT %(limit)s) x
