@@ -225,7 +225,9 @@ def test_encrypted_store_puts_nothing_in_clear_and_keys_say_nothing(
         keys = r.keys("*")
         assert len(keys) >= 3
         dump = b"".join(k + (r.get(k) if r.type(k) == b"string" else b"".join(r.smembers(k))) for k in keys)  # type: ignore[operator]
-        for secret in (b"meu@email.com", b"m0", b"5511999999999", b"acme", b"12345", b"plan", b"shop", b"u1"):
+        # Short values are looked for as JSON strings: 2 bytes such as b"u1" turn up in a few KB of
+        # ciphertext about once in 20 runs (it failed CI so).
+        for secret in (b"meu@email.com", b'"m0"', b"5511999999999", b"acme", b"12345", b'"plan"', b'"shop"', b'"u1"'):
             assert secret not in dump
         # The tier's keys derive from the encryption key: another key, nothing readable.
         other = Encryption(StaticKeyProvider({"k2": b"z" * 32}, active="k2"))

@@ -82,6 +82,10 @@ async def test_failover_to_a_promoted_synchronous_standby_mid_load(cluster_root:
     primary = PgCluster.create(cluster_root, synchronous_standby_names="'replica1'", synchronous_commit="on")
     replica = primary.make_replica()
     wait_streaming(primary, "replica1")
+    # A standby streams first as "async" and turns "sync" once caught up (a moment later; CI saw "async").
+    deadline = time.monotonic() + 10
+    while primary.psql("SELECT sync_state FROM pg_stat_replication") != "sync" and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert primary.psql("SELECT sync_state FROM pg_stat_replication") == "sync"
     schema = migrated_schema(primary.dsn())
     multi_host = (
