@@ -204,3 +204,15 @@ def test_rotate_keys_command(
     assert "\ue000E:k1:" not in dump(dsn, schema)
     monkeypatch.delenv("PGAGENTSTATE_ENCRYPTION_KEYS")
     assert main(["rotate-keys", "--dsn", dsn, "--schema", schema]) == 2
+
+
+def test_a_store_without_keys_refuses_encrypted_payloads_on_every_read(dsn: str, schema: str) -> None:
+    """The payload-only read (sessions' get_items) refuses as the full reads do: it returned the
+    ciphertext envelopes as if they were payloads before."""
+    with encrypted(dsn, schema) as store:
+        store.create_conversation("c1")
+        store.append_events("c1", [NewEvent({"text": "meu@email.com"}), NewEvent("plain")])
+    with StateStore(dsn, schema=schema) as keyless:
+        for read in (keyless.list_events, keyless.list_event_payloads):
+            with pytest.raises(IntegrityError, match="encrypted"):
+                read("c1")

@@ -153,17 +153,16 @@ SELECT event_id, payload, kind, author FROM (
 ORDER BY seq
 
 -- name: event_payloads_array
--- The same as event_payloads as ONE JSON array: one row to fetch and one json.loads instead of one per
--- event (used when payloads are not encrypted, so they need no per-row associated data). The array is
--- built as text: json_agg over jsonb values took 5x the server time of string_agg over their text
--- (1,000 payloads: 10 ms vs 2 ms under load, PG15).
-SELECT '[' || coalesce(string_agg(payload::text, ',' ORDER BY seq), '') || ']' FROM (
-    SELECT e.seq, e.payload
-    FROM {schema}.events e
-    WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
-    ORDER BY e.seq DESC
-    LIMIT %(limit)s
-) newest
+-- The same as event_payloads, for payloads that are not encrypted (they need no per-row associated data):
+-- only their text, newest first; the caller joins them into ONE JSON array, parsed in one call instead of
+-- one per event. 1,000 chat messages (147 KB) came 0.3-0.5 ms sooner as rows than aggregated on the server
+-- into one text with string_agg (which sorted them again and built the text), and json_agg over jsonb
+-- values took 5x the server time of string_agg.
+SELECT e.payload::text
+FROM {schema}.events e
+WHERE e.tenant_id = %(tenant)s AND e.conversation_id = %(conversation_id)s
+ORDER BY e.seq DESC
+LIMIT %(limit)s
 
 -- name: repeatable_read
 SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY
