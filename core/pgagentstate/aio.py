@@ -21,7 +21,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from datetime import datetime
 from time import monotonic
 from types import TracebackType
-from typing import Any, TypeGuard, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import psycopg
 from psycopg import AsyncConnection
@@ -89,8 +89,8 @@ from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
-from .ops.base import Cache, Call, Command, Ctx, Op, Sleep, Stmt, Tx, unencodable
-from .queries import query, reads_only, with_schema
+from .ops.base import Cache, Call, Command, Ctx, Op, Sleep, Stmt, Tx, read_again, unencodable
+from .queries import query, with_schema
 from .redis_tier import RedisTier
 from .sanitize import Sanitizer
 from .sealing import lock_key
@@ -339,19 +339,6 @@ async def _reach(conninfo: str, kwargs: dict[str, Any]) -> AsyncConnection[Any]:
         pause = min(pause * 2, 0.5)
 
 
-def _read_again(cmd: Command, error: BaseException) -> TypeGuard[Tx]:
-    """Whether a transaction that failed with ``error`` is run once more, on a new connection: a read whose
-    connection broke (a pooled connection the server or the path to it dropped while it sat idle, noticed
-    only when used: a failover, a proxy or pooler restart). Nothing it did can be repeated, and the new
-    connection waits for a writable server as a first connection does. Not after ``DeadlineExceeded`` (the
-    path hangs: a second wait would double the call's time) nor ``ServerRefused`` (already retried)."""
-    return (
-        type(error) is ConnectionLost
-        and isinstance(cmd, Tx)
-        and all(stmt.script is None and reads_only(stmt.name) for stmt in cmd.stmts)
-    )
-
-
 async def _fetch(cur: psycopg.AsyncCursor[Any], stmt: Stmt) -> Any:
     if stmt.fetch == "all":
         return await cur.fetchall()
@@ -549,7 +536,7 @@ class AsyncStateStore:
         result: Any = None
         error: BaseException | None = None
         observation = self._telemetry.observe(op, self._tenant)
-        again: Tx | None = None  # a read to run once more on a new connection (see _read_again)
+        again: Tx | None = None  # a read to run once more on a new connection (see ops.base.read_again)
         retried_read = False
         cmd: Command
         try:
@@ -607,7 +594,7 @@ class AsyncStateStore:
                         error = unencodable(cmd)  # the driver could not send a parameter: nothing was run
                     if error is not exc:
                         error.__cause__ = exc
-                    if alone and _read_again(cmd, error) and not retried_read:
+                    if alone and read_again(cmd, error) and not retried_read:
                         again, error, retried_read = cmd, None, True
         except BaseException as exc:
             observation.finish(exc)

@@ -326,9 +326,9 @@ def decode_text(text: str | bytes) -> Any:
     return value
 
 
-def has_escapes(text: str | bytes) -> bool:
+def has_escapes(text: str) -> bool:
     """True when JSON text read from the database holds storage escapes (see :func:`decode_text`)."""
-    return (_ESC_BYTES in text) if isinstance(text, bytes) else (_ESC in text)
+    return _ESC in text
 
 
 def storage_text_to_json(text: str) -> str:

@@ -20,7 +20,7 @@ from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from time import monotonic
 from types import TracebackType
-from typing import Any, TypeGuard, TypeVar
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg import Connection
@@ -88,8 +88,8 @@ from .ops import snapshots as snapshot_ops
 from .ops import state as state_ops
 from .ops import turn as turn_ops
 from .ops import workflow as workflow_ops
-from .ops.base import Cache, Call, Command, Ctx, Op, Sleep, Stmt, Tx, unencodable
-from .queries import query, reads_only, with_schema
+from .ops.base import Cache, Call, Command, Ctx, Op, Sleep, Stmt, Tx, read_again, unencodable
+from .queries import query, with_schema
 from .redis_tier import RedisTier
 from .sanitize import Sanitizer
 from .sealing import lock_key
@@ -338,19 +338,6 @@ def _reach(conninfo: str, kwargs: dict[str, Any]) -> Connection[Any]:
         pause = min(pause * 2, 0.5)
 
 
-def _read_again(cmd: Command, error: BaseException) -> TypeGuard[Tx]:
-    """Whether a transaction that failed with ``error`` is run once more, on a new connection: a read whose
-    connection broke (a pooled connection the server or the path to it dropped while it sat idle, noticed
-    only when used: a failover, a proxy or pooler restart). Nothing it did can be repeated, and the new
-    connection waits for a writable server as a first connection does. Not after ``DeadlineExceeded`` (the
-    path hangs: a second wait would double the call's time) nor ``ServerRefused`` (already retried)."""
-    return (
-        type(error) is ConnectionLost
-        and isinstance(cmd, Tx)
-        and all(stmt.script is None and reads_only(stmt.name) for stmt in cmd.stmts)
-    )
-
-
 def _fetch(cur: psycopg.Cursor[Any], stmt: Stmt) -> Any:
     if stmt.fetch == "all":
         return cur.fetchall()
@@ -548,7 +535,7 @@ class StateStore:
         result: Any = None
         error: BaseException | None = None
         observation = self._telemetry.observe(op, self._tenant)
-        again: Tx | None = None  # a read to run once more on a new connection (see _read_again)
+        again: Tx | None = None  # a read to run once more on a new connection (see ops.base.read_again)
         retried_read = False
         cmd: Command
         try:
@@ -605,7 +592,7 @@ class StateStore:
                         error = unencodable(cmd)  # the driver could not send a parameter: nothing was run
                     if error is not exc:
                         error.__cause__ = exc
-                    if alone and _read_again(cmd, error) and not retried_read:
+                    if alone and read_again(cmd, error) and not retried_read:
                         again, error, retried_read = cmd, None, True
         except BaseException as exc:
             observation.finish(exc)

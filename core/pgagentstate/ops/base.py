@@ -7,11 +7,12 @@ from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from json.encoder import encode_basestring
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, TypeVar
 
 from ..codec import Limits, encodable, lone_surrogate
 from ..crypto import Cipher
-from ..errors import InvalidPayload
+from ..errors import ConnectionLost, InvalidPayload
+from ..queries import reads_only
 from ..sanitize import Sanitizer
 from ..validation import StateSchema
 
@@ -90,6 +91,19 @@ class Cache:
 
 Command = Tx | Call | Sleep | Cache
 Op = Generator[Command, Any, T]
+
+
+def read_again(cmd: Command, error: BaseException) -> TypeGuard[Tx]:
+    """Whether a transaction that failed with ``error`` is run once more, on a new connection: a read whose
+    connection broke (a pooled connection the server or the path to it dropped while it sat idle, noticed
+    only when used: a failover, a proxy or pooler restart). Nothing it did can be repeated, and the new
+    connection waits for a writable server as a first connection does. Not after ``DeadlineExceeded`` (the
+    path hangs: a second wait would double the call's time) nor ``ServerRefused`` (already retried)."""
+    return (
+        type(error) is ConnectionLost
+        and isinstance(cmd, Tx)
+        and all(stmt.script is None and reads_only(stmt.name) for stmt in cmd.stmts)
+    )
 
 
 @dataclass(frozen=True, slots=True)
