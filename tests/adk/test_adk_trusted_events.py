@@ -199,8 +199,12 @@ def _classes(value: Any) -> Any:
 def test_stored_events_read_back_as_adk_validates_them() -> None:
     events = corpus()
     texts = [stored(e) for e in events]
-    assert_same(events_from_json(texts), [Event.model_validate_json(t) for t in texts])
+    want = [Event.model_validate_json(t) for t in texts]
+    assert_same(events_from_json(texts), want)
     assert events_from_json([]) == []
+    lean, hooked = _trusted._list_validators()
+    for validator in (lean, hooked):  # each of them on its own takes these events and gives ADK's
+        assert_same(validator.validate_json("[" + ",".join(texts) + "]"), want)
 
 
 def test_inputs_the_hooks_act_on_are_handled_as_adk_does() -> None:
@@ -234,6 +238,15 @@ def test_inputs_the_hooks_act_on_are_handled_as_adk_does() -> None:
     want = [Event.model_validate_json(t) for t in texts]
     assert_same(events_from_json(texts), want)
     assert want[1].actions.state_delta == {"k": 1} and want[1].node_info.path == "wf/x"
+    # The lean validator refuses the first two (a null Part keyword, a convenience key): the hooks handle
+    # them, alone or among ordinary events.
+    lean, _ = _trusted._list_validators()
+    plain = stored(corpus()[0])
+    for text, expected in zip(texts, want, strict=True):
+        assert_same(events_from_json([plain, text]), [Event.model_validate_json(plain), expected])
+    for text in texts[:2]:
+        with pytest.raises(ValidationError):
+            lean.validate_json("[" + text + "]")
 
 
 def test_events_refused_by_the_fast_path_get_full_validation() -> None:
@@ -241,8 +254,9 @@ def test_events_refused_by_the_fast_path_get_full_validation() -> None:
     events = corpus()
     texts = [stored(e) for e in events]
     refusing = SchemaValidator(core_schema.list_schema(core_schema.int_schema()))
-    assert_same(events_from_json(texts, validator=lambda: refusing), [Event.model_validate_json(t) for t in texts])
-    assert_same(events_from_json(texts, validator=lambda: None), [Event.model_validate_json(t) for t in texts])
+    want = [Event.model_validate_json(t) for t in texts]
+    assert_same(events_from_json(texts, validators=lambda: (refusing, refusing)), want)
+    assert_same(events_from_json(texts, validators=lambda: ()), want)
 
 
 def test_an_invalid_stored_event_fails_with_adks_own_error() -> None:
@@ -260,21 +274,21 @@ def test_an_invalid_stored_event_fails_with_adks_own_error() -> None:
 def test_an_unknown_schema_falls_back_to_full_validation(
     monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    def unknown() -> SchemaValidator:
+    def unknown(lean: bool) -> SchemaValidator:
         raise KeyError("schema")
 
     monkeypatch.setattr(_trusted, "_build", unknown)
-    monkeypatch.setattr(_trusted, "_validator", None)
-    monkeypatch.setattr(_trusted, "_unavailable", False)
+    monkeypatch.setattr(_trusted, "_validators", None)
     texts = [stored(e) for e in corpus()]
     with caplog.at_level(logging.WARNING, logger="pgagentstate.adk"):
         assert_same(events_from_json(texts), [Event.model_validate_json(t) for t in texts])
     assert "fast event validation unavailable" in caplog.text
-    assert _trusted._unavailable
+    assert _trusted._validators == ()
 
 
 def test_building_the_fast_path_leaves_adks_classes_as_they_were() -> None:
-    _trusted._build()
+    _trusted._build(lean=True)
+    _trusted._build(lean=False)
     for cls in (Event, EventActions, types.Part, types.Content, types.Blob):
         assert cls.__pydantic_complete__
     assert types.Part.model_validate({"text": "oi"}) == types.Part(text="oi")
