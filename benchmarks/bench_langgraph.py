@@ -9,7 +9,8 @@ leaves out what each table pays once (free-space maps, first index pages, the fi
 
 Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:5432/postgres), each library
 in a fresh schema of its own, measurements interleaved (peer, ours, ours with message_cache, in a rotating
-order) so that machine noise hits all alike. (a)invoke times are medians over ``--rounds`` threads per
+order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no saver
+can pass (it does no I/O at all: its invoke is LangGraph's own cost). (a)invoke times are medians over ``--rounds`` threads per
 contestant; bytes and list() look at the first thread. Prints each figure and the ratio ours/peer with the
 target from issue 3.
 """
@@ -32,6 +33,7 @@ import psycopg
 from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import BaseCheckpointSaver, empty_checkpoint
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
@@ -181,7 +183,8 @@ async def bench_ainvoke(
             PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema) as ours, \
             PostgresCheckpointer.from_conn_string(DSN, schema=cached_schema, message_cache=CACHE) as cached:
         savers: dict[str, BaseCheckpointSaver[Any]] = {
-            "peer": AsyncPostgresSaver(pool), "ours": ours, "cached": cached}  # type: ignore[arg-type]
+            "peer": AsyncPostgresSaver(pool), "ours": ours, "cached": cached,  # type: ignore[arg-type]
+            "memory": InMemorySaver()}
         graphs = {who: graph_builder().compile(checkpointer=s) for who, s in savers.items()}
         times: dict[str, list[float]] = {who: [] for who in savers}
         for r in range(rounds):
@@ -309,7 +312,8 @@ def main() -> None:
             cached.setup()
             base_peer, base_ours = table_bytes(peer_schema), table_bytes(ours_schema)
             # Round 0 alone first, for the byte count of one 50-turn thread; then the other rounds.
-            savers: dict[str, BaseCheckpointSaver[Any]] = {"peer": peer, "ours": ours, "cached": cached}
+            savers: dict[str, BaseCheckpointSaver[Any]] = {"peer": peer, "ours": ours, "cached": cached,
+                                                            "memory": InMemorySaver()}
             times = bench_invoke(savers, args.turns, range(1))
             after_peer, after_ours = table_bytes(peer_schema), table_bytes(ours_schema)
             bp = sum(map(sum, after_peer.values())) - sum(map(sum, base_peer.values()))
@@ -321,12 +325,14 @@ def main() -> None:
             what = f"invoke, history to {args.turns} turns"
             lines.append(ratio_line(what, ms["peer"], ms["ours"], "ms", "target <= 0.80"))
             lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", "target <= 0.80"))
+            lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
             p, o = bench_list(peer, ours)
             list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50")
         ms = asyncio.run(bench_ainvoke(peer_schema, ours_schema, cached_schema, args.turns, args.rounds))
         lines.append(ratio_line(f"ainvoke, history to {args.turns} turns", ms["peer"], ms["ours"], "ms",
                                 "target <= 0.80"))
         lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", "target <= 0.80"))
+        lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
         lines.append(list_line)
         p, o = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
         lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
