@@ -1,6 +1,6 @@
 """Long-term memory by meaning: pgagentstate's PostgresStore vs langgraph-checkpoint-postgres's PostgresStore
 with the same index (HNSW, cosine, 384 dimensions, m=16, ef_construction=64), side by side on one Postgres
-with pgvector, each at its own search default: ours ef_search scaled to the rows stored (48 at 10k, 152 at
+with pgvector, each at its own search default: ours ef_search scaled to the rows stored (48 at 10k, 192 at
 100k), the peer pgvector's 40.
 
     .venv/bin/python benchmarks/bench_memory.py [--sizes 10000,100000] [--queries 200] [--rounds 3] [--reuse]

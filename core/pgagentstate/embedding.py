@@ -55,9 +55,9 @@ class MemoryIndex:
             in 0.96x the peer's search time), but every insert into it costs about twice as much, and
             inserting into the index is most of a put: worth it for search-heavy memories only.
         ef_search: HNSW candidates per search. ``None`` (default): scaled to the embeddings stored,
-            48 x sqrt(rows / 10,000), at least pgvector's default 40 -- a larger graph needs more candidates
-            for the same recall (recall@10 0.960 at 10k and 0.954 at 100k clustered 384-dimension memories, see
-            docs/benchmarks.md). Raised to the number of rows a search needs when that is larger.
+            48 x (rows / 10,000)^0.6, at least pgvector's default 40 -- a larger graph needs more candidates
+            for the same recall (recall@10 0.96-0.97 at 10k and 0.96 at 100k clustered 384-dimension memories,
+            see docs/benchmarks.md). Raised to the number of rows a search needs when that is larger.
         lists, probes: IVFFlat parameters (``lists`` default: rows / 1000 at setup, at least 1).
         batch_size: Texts per call to ``embed``.
         encrypted_embeddings: For a store with encryption: ``"sealed"`` (default) encrypts each embedding

@@ -87,13 +87,13 @@ SELECT set_config('hnsw.ef_search', {_memory_ef_search}, true), set_config('ivff
 
 -- name: _memory_ef_search
 -- (A fragment.) hnsw.ef_search for a search, as text: %(ef_search)s when the index names it, else scaled
--- to the embeddings stored, 48 x sqrt(rows / 10,000) and at least pgvector's default 40 -- an HNSW graph of
--- more rows needs more candidates for the same recall: on benchmarks/bench_memory.py's clustered 384-dim
--- data recall@10 was 0.960 at ef 48 with 10k rows (0.949 at 40) and 0.954 at ef 152 with 100k (0.949 at
--- 128). The row count is the planner's estimate (pg_class.reltuples, kept by autovacuum's ANALYZE): no
+-- to the embeddings stored, 48 x (rows / 10,000)^0.6 and at least pgvector's default 40 -- an HNSW graph
+-- of more rows needs more candidates for the same recall: on benchmarks/bench_memory.py's clustered 384-dim
+-- data recall@10 was 0.962-0.970 at ef 48 with 10k rows and, with 100k rows, 0.943-0.948 at ef 152 (the
+-- square root's figure), 0.952 at 176, 0.960 at 190-200. The row count is the planner's estimate (pg_class.reltuples, kept by autovacuum's ANALYZE): no
 -- count per search. At least the rows the page needs (%(ann_limit)s), at most pgvector's maximum, 1000.
 least(1000, greatest(%(ann_limit)s, coalesce(%(ef_search)s::int, (
-    SELECT greatest(40, ceil(48 * sqrt(greatest(c.reltuples, 0) / 10000)))::int
+    SELECT greatest(40, ceil(48 * power(greatest(c.reltuples, 0) / 10000, 0.6)))::int
     FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
     WHERE n.nspname = %(schema_name)s AND c.relname = 'memory_vectors'
 ), 40)))::text
