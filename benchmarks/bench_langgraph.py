@@ -9,10 +9,10 @@ leaves out what each table pays once (free-space maps, first index pages, the fi
 
 Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:5432/postgres), each library
 in a fresh schema of its own, measurements interleaved (peer, ours, ours with message_cache, in a rotating
-order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no saver
-can pass (it does no I/O at all: its invoke is LangGraph's own cost). (a)invoke times are medians over ``--rounds`` threads per
-contestant; bytes and list() look at the first thread. Prints each figure and the ratio ours/peer with the
-target from issue 3.
+order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no
+saver can pass (it does no I/O at all: its invoke is LangGraph's own cost). (a)invoke times are medians
+over ``--rounds`` threads per contestant; bytes and list() look at the first thread. Prints each figure and
+the ratio ours/peer with the target from issue 3.
 """
 
 from __future__ import annotations
