@@ -33,6 +33,11 @@ run measures server and client work; a server in another zone or behind a pooler
 a turn's round trips (2 for ours, 9 for the naive code) dominate. The proxy forwards in one thread per
 direction per connection, which the throughput section's 20 connections would contend on: use it with
 --only latency.
+
+--pin runs this process on CPU 0 and the local server's processes on CPU 1 (benchmarks/pinning.py): on
+loopback a round trip costs ~0.04 ms when a connection's server process shares the client's core and
+~0.08 ms when it does not, luck that lasts as long as the connection, so sides with their own connections
+can draw different luck for a whole run. Pinned, every connection pays the cross-core round trip.
 """
 
 from __future__ import annotations
@@ -46,6 +51,7 @@ import sys
 import time
 import uuid
 from collections.abc import Awaitable, Callable
+from contextlib import nullcontext
 from typing import Any
 
 import psycopg
@@ -59,6 +65,7 @@ from pgagentstate.ops import state as state_ops
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from fault_proxy import FaultProxy
+from pinning import pinned
 
 SIZES = (20, 200, 1_000, 5_000)
 POOL = 10  # connections per side in the throughput section (the store's default max_size)
@@ -605,6 +612,7 @@ def main() -> None:
     parser.add_argument("--only", default="latency,floor,cpu,throughput,append,history")
     parser.add_argument("--quick", action="store_true", help="fewer rounds, 1 s throughput slices (development)")
     parser.add_argument("--rtt", type=float, default=0.0, help="a network round trip of MS milliseconds (see above)")
+    parser.add_argument("--pin", action="store_true", help="this process on CPU 0, the server on CPU 1 (see above)")
     args = parser.parse_args()
     only = set(args.only.split(","))
     dsn, proxy = args.dsn, None
@@ -615,16 +623,19 @@ def main() -> None:
         dsn = psycopg.conninfo.make_conninfo(dsn, host="127.0.0.1", port=proxy.port)
     runs = []
     try:
-        for k in range(args.runs):
-            run = one_run(dsn, only, args.quick)
-            print(json.dumps({"run": k + 1, **run}), flush=True)
-            runs.append(run)
+        with pinned(dsn) if args.pin else nullcontext("not pinned") as placement:
+            print(placement, flush=True)
+            for k in range(args.runs):
+                run = one_run(dsn, only, args.quick)
+                print(json.dumps({"run": k + 1, **run}), flush=True)
+                runs.append(run)
     finally:
         if proxy is not None:
             proxy.close()
     print(
         f"\nmedians of {len(runs)} runs (1-minute load average {runs[0]['load_before']:.2f} at the start, "
-        f"{runs[-1]['load_after']:.2f} at the end{f'; {args.rtt} ms round trip' if args.rtt else ''}):"
+        f"{runs[-1]['load_after']:.2f} at the end{f'; {args.rtt} ms round trip' if args.rtt else ''}"
+        f"{'; client and server pinned to CPUs 0 and 1' if args.pin else ''}):"
     )
     report(median_of(runs), runs)
 
