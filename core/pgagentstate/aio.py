@@ -30,6 +30,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 
 from . import arguments
+from .checkout_queue import CheckoutQueue  # sync: from .checkout_queue import ThreadCheckout as CheckoutQueue
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import (
     DEADLINE,
@@ -122,6 +123,12 @@ def _running_loop() -> Any:
     return asyncio.get_running_loop()  # sync: return None
 
 
+def _checkout_queue(pool: AsyncConnectionPool[Any]) -> CheckoutQueue:
+    """Where the store's calls wait for a connection of ``pool`` (see checkout_queue), for as long as the
+    pool's own timeout (``POOL_WAIT`` in the pools the store makes) sees connections come back."""
+    return CheckoutQueue(lambda: pool.max_size, stall=pool.timeout)
+
+
 @dataclasses.dataclass
 class _LoopPool:
     """The pool a store owns in one event loop."""
@@ -130,6 +137,10 @@ class _LoopPool:
     closer: LoopCloser | None = None
     lock: asyncio.Lock = dataclasses.field(default_factory=asyncio.Lock)
     opened: bool = False
+    queue: CheckoutQueue = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.queue = _checkout_queue(self.pool)
 
 
 class _AsyncSource:
@@ -143,6 +154,7 @@ class _AsyncSource:
 
     def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
         self.pool: AsyncConnectionPool[Any] | None = None
+        self._queue: CheckoutQueue | None = None  # the pool's, when a pool is passed in
         self.conn: AsyncConnection[Any] | None = None
         self.owned = False
         self._dsn = ""  # of the pools the store owns
@@ -157,6 +169,7 @@ class _AsyncSource:
         self._direct: set[AsyncConnection[Any]] = set()  # such connections in use, closed after their call
         if isinstance(conn, AsyncConnectionPool):
             self.pool = conn
+            self._queue = _checkout_queue(conn)
         elif isinstance(conn, AsyncConnection):
             self.conn = conn
         else:
@@ -175,7 +188,7 @@ class _AsyncSource:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection[Any]]:
-        pool = (await self._own_pool()) if self.owned else self.pool
+        pool, queue = (await self._own_pool()) if self.owned else (self.pool, self._queue)
         held = _LOCKS_HELD.get().count(id(self))
         if held and held >= (1 if pool is None else pool.max_size):
             # Waiting would end in a pool timeout (a retryable ConnectionLost after 30 s, whose retry waits
@@ -190,21 +203,23 @@ class _AsyncSource:
             async with self._conn_lock:
                 yield self.conn
             return
-        conn = await self._live_connection(pool)
-        try:
-            yield conn
-        finally:
-            if conn in self._direct:
-                self._direct.discard(conn)
-                await conn.close()
-            else:
-                if conn.closed:  # it died during the call: the server or the path to it is in trouble
-                    self._trouble = True
-                await pool.putconn(conn)
-                self._returned += 1
+        assert queue is not None
+        async with queue:
+            conn = await self._live_connection(pool)
+            try:
+                yield conn
+            finally:
+                if conn in self._direct:
+                    self._direct.discard(conn)
+                    await conn.close()
+                else:
+                    if conn.closed:  # it died during the call: the server or the path to it is in trouble
+                        self._trouble = True
+                    await pool.putconn(conn)
+                    self._returned += 1
 
-    async def _own_pool(self) -> AsyncConnectionPool[Any]:
-        """The open pool of the running loop (made on its first use there)."""
+    async def _own_pool(self) -> tuple[AsyncConnectionPool[Any], CheckoutQueue]:
+        """The open pool of the running loop (made on its first use there) and its checkout queue."""
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
@@ -233,7 +248,7 @@ class _AsyncSource:
                         raise
                     cast(LoopCloser, entry.closer).start(entry.pool)  # sync: pass
                     entry.opened = True
-        return entry.pool
+        return entry.pool, entry.queue
 
     @staticmethod
     async def _first_connection(dsn: str) -> None:

@@ -29,6 +29,7 @@ from psycopg.rows import tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from . import arguments
+from .checkout_queue import ThreadCheckout as CheckoutQueue
 from .codec import DEFAULT_LIMITS, Limits, check_id, check_schema_name
 from .connect import (
     DEADLINE,
@@ -121,6 +122,12 @@ def _running_loop() -> Any:
     return None
 
 
+def _checkout_queue(pool: ConnectionPool[Any]) -> CheckoutQueue:
+    """Where the store's calls wait for a connection of ``pool`` (see checkout_queue), for as long as the
+    pool's own timeout (``POOL_WAIT`` in the pools the store makes) sees connections come back."""
+    return CheckoutQueue(lambda: pool.max_size, stall=pool.timeout)
+
+
 @dataclasses.dataclass
 class _LoopPool:
     """The pool a store owns in one event loop."""
@@ -129,6 +136,10 @@ class _LoopPool:
     closer: LoopCloser | None = None
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
     opened: bool = False
+    queue: CheckoutQueue = dataclasses.field(init=False)
+
+    def __post_init__(self) -> None:
+        self.queue = _checkout_queue(self.pool)
 
 
 class _SyncSource:
@@ -142,6 +153,7 @@ class _SyncSource:
 
     def __init__(self, conn: ConnectionLike, *, min_size: int, max_size: int, pgbouncer: bool) -> None:
         self.pool: ConnectionPool[Any] | None = None
+        self._queue: CheckoutQueue | None = None  # the pool's, when a pool is passed in
         self.conn: Connection[Any] | None = None
         self.owned = False
         self._dsn = ""  # of the pools the store owns
@@ -156,6 +168,7 @@ class _SyncSource:
         self._direct: set[Connection[Any]] = set()  # such connections in use, closed after their call
         if isinstance(conn, ConnectionPool):
             self.pool = conn
+            self._queue = _checkout_queue(conn)
         elif isinstance(conn, Connection):
             self.conn = conn
         else:
@@ -174,7 +187,7 @@ class _SyncSource:
 
     @contextmanager
     def connection(self) -> Iterator[Connection[Any]]:
-        pool = (self._own_pool()) if self.owned else self.pool
+        pool, queue = (self._own_pool()) if self.owned else (self.pool, self._queue)
         held = _LOCKS_HELD.get().count(id(self))
         if held and held >= (1 if pool is None else pool.max_size):
             # Waiting would end in a pool timeout (a retryable ConnectionLost after 30 s, whose retry waits
@@ -189,21 +202,23 @@ class _SyncSource:
             with self._conn_lock:
                 yield self.conn
             return
-        conn = self._live_connection(pool)
-        try:
-            yield conn
-        finally:
-            if conn in self._direct:
-                self._direct.discard(conn)
-                conn.close()
-            else:
-                if conn.closed:  # it died during the call: the server or the path to it is in trouble
-                    self._trouble = True
-                pool.putconn(conn)
-                self._returned += 1
+        assert queue is not None
+        with queue:
+            conn = self._live_connection(pool)
+            try:
+                yield conn
+            finally:
+                if conn in self._direct:
+                    self._direct.discard(conn)
+                    conn.close()
+                else:
+                    if conn.closed:  # it died during the call: the server or the path to it is in trouble
+                        self._trouble = True
+                    pool.putconn(conn)
+                    self._returned += 1
 
-    def _own_pool(self) -> ConnectionPool[Any]:
-        """The open pool of the running loop (made on its first use there)."""
+    def _own_pool(self) -> tuple[ConnectionPool[Any], CheckoutQueue]:
+        """The open pool of the running loop (made on its first use there) and its checkout queue."""
         loop = _running_loop()
         entry = self._pools.get(loop)
         if entry is None:
@@ -232,7 +247,7 @@ class _SyncSource:
                         raise
                     pass
                     entry.opened = True
-        return entry.pool
+        return entry.pool, entry.queue
 
     @staticmethod
     def _first_connection(dsn: str) -> None:
