@@ -52,6 +52,25 @@ def test_doctor_spots_a_proxy_in_front_of_the_server() -> None:
     assert checks["pgbouncer"].status == "ok" and checks["pool"].status == "ok"
 
 
+def test_doctor_warns_when_autovacuum_is_off(cli, dsn: str) -> None:  # type: ignore[no-untyped-def]
+    import psycopg
+
+    from pgagentstate.ops.operations import autovacuum_check
+
+    with psycopg.connect(dsn) as conn:
+        on = conn.execute("SELECT current_setting('autovacuum') = 'on' AND current_setting('track_counts') = 'on'")
+        server_has_it = bool(on.fetchone()[0])  # type: ignore[index]
+    cli("migrate")
+    code, out, _ = cli("doctor", "--json")
+    check = {c["name"]: c for c in json.loads(out)}["autovacuum"]
+    assert code == 0
+    assert check["status"] == ("ok" if server_has_it else "warn"), check
+    assert autovacuum_check("on", "on").status == "ok"
+    off = autovacuum_check("off", "on")
+    assert off.status == "warn" and "autovacuum = off" in off.detail and "ANALYZE" in off.detail
+    assert "track_counts = off" in autovacuum_check("on", "off").detail
+
+
 def test_conversations_show_state_health(cli, store: StateStore, dsn: str, schema: str) -> None:  # type: ignore[no-untyped-def]
     seed_refund(store, "conv_12345", user_id="u1", framework="langgraph")
     store.create_conversation("idle_one", framework="adk", status="waiting_customer")

@@ -16,7 +16,7 @@ They are not methods of the stores because applications rarely need them; the CL
 from __future__ import annotations
 
 from .checkpoints import ThreadMessage, ThreadSignal, ThreadValues, ThreadView, thread_view
-from .doctor import Check, PoolSettings, doctor, pool_checks
+from .doctor import Check, PoolSettings, autovacuum_check, doctor, pool_checks
 from .health import DEFAULT_IDLE, HEALTH_CATEGORIES, OPEN_STATUSES, Health, StuckStep, health, health_of
 from .health_series import QUANTILES, HealthGroup, HealthPoint, HealthSeries, health_series
 from .jsonable import to_jsonable
@@ -66,6 +66,7 @@ __all__ = [
     "ThreadView",
     "Timeline",
     "TimelineEntry",
+    "autovacuum_check",
     "call_names",
     "diff",
     "doctor",

@@ -1,5 +1,5 @@
 """The checks of ``pgagentstate doctor``: connection, server version, schema and migrations, row-level
-security, encryption, pool sizing and PgBouncer."""
+security, encryption, pool sizing and PgBouncer, autovacuum."""
 
 from __future__ import annotations
 
@@ -59,6 +59,8 @@ def doctor(ctx: Ctx, schema: str, pool: PoolSettings | None = None) -> Op[list[C
         ssl,
         server_port,
         _now,
+        autovacuum,
+        track_counts,
     ) = server
     checks.append(Check("connection", "ok", f"connected to database {database!r} as {user!r}"))
     checks.append(
@@ -105,6 +107,7 @@ def doctor(ctx: Ctx, schema: str, pool: PoolSettings | None = None) -> Op[list[C
             ),
         )
     )
+    checks.append(autovacuum_check(autovacuum, track_counts))
     if isolation != "read committed":
         checks.append(
             Check(
@@ -172,6 +175,23 @@ def _encryption_check(ctx: Ctx, ssl: Any, *, encrypted: int, sampled: int) -> Ch
     elif mixed:
         at_rest += ": run `pgagentstate rotate-keys` to encrypt the rest"
     return Check("encryption", status, f"{at_rest}; {in_transit}")
+
+
+def autovacuum_check(autovacuum: str, track_counts: str) -> Check:
+    """Autovacuum keeps the planner's statistics current. Without it a table's statistics stay those of
+    when it was nearly empty, and a connection keeps the plans it made then: measured on a server with
+    autovacuum off, a turn's save statement took 0.6 ms instead of 0.1 ms once 2,500 conversations existed
+    (the foreign-key check of its new events became a sequential scan of ``conversations``)."""
+    if autovacuum == "on" and track_counts == "on":
+        return Check("autovacuum", "ok", "on: table statistics are kept current")
+    setting = "autovacuum = off" if autovacuum != "on" else "track_counts = off (autovacuum needs it)"
+    return Check(
+        "autovacuum",
+        "warn",
+        f"{setting}: statistics go stale and plans made on small tables stay sequential scans as they grow "
+        "(a turn's save 0.6 ms instead of 0.1 ms at 2,500 conversations); turn it on, or ANALYZE the schema's "
+        "tables regularly",
+    )
 
 
 def _has_module(name: str) -> bool:

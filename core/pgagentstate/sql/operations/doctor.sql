@@ -7,7 +7,8 @@ SELECT current_setting('server_version'), current_setting('server_version_num'):
        (SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()),
        current_setting('statement_timeout'), current_setting('idle_in_transaction_session_timeout'),
        current_setting('lock_timeout'), current_setting('default_transaction_isolation'),
-       (SELECT l.ssl FROM pg_stat_ssl l WHERE l.pid = pg_backend_pid()), inet_server_port(), clock_timestamp()
+       (SELECT l.ssl FROM pg_stat_ssl l WHERE l.pid = pg_backend_pid()), inet_server_port(), clock_timestamp(),
+       current_setting('autovacuum'), current_setting('track_counts')
 FROM pg_roles r WHERE r.rolname = current_user
 
 -- name: ops_doctor_rls
