@@ -322,3 +322,29 @@ def test_sealed_embeddings_reveal_nothing(dsn: str, schema: str) -> None:
             sql.SQL("SELECT embedding, norm, sealed FROM {}").format(sql.Identifier(schema, "memory_vectors"))
         ).fetchall()
     assert len(rows) == len(DOCS) and all(e is None and n is None and s for e, n, s in rows)
+
+
+def test_embeddings_are_checked_element_by_element_only_when_their_sum_is_not_finite() -> None:
+    from pgagentstate.embedding import Embedder
+
+    def checked(vector: list[float]) -> list[float]:
+        return Embedder(MemoryIndex(dims=4, embed=lambda texts: [vector]), asynchronous=False).documents(["x"])[0]
+
+    assert checked([1, 2.5, -3, 0]) == [1.0, 2.5, -3.0, 0.0]  # ints become floats
+    assert checked([1e308, 1e308, 0.0, 0.0]) == [1e308, 1e308, 0.0, 0.0]  # the sum overflows; no element does
+    for bad in ([0.0, float("inf"), 0.0, 0.0], [float("-inf"), float("inf"), 0.0, 0.0], [0.0, 0.0, float("nan"), 1]):
+        with pytest.raises(InvalidInput, match="NaN or infinite"):
+            checked(bad)
+
+
+@pytest.mark.parametrize("values", [[], [0.0], [1.5, -2.25, 1e-300, -0.0, 3e300, 0.1] * 64])
+def test_float8_arrays_go_out_as_psycopg_would_send_them_and_come_back_equal(dsn: str, values: list[float]) -> None:
+    from psycopg.adapt import PyFormat, Transformer
+
+    from pgagentstate.embedding import Float8Array
+
+    if values:  # psycopg sends an empty list as an untyped empty array
+        assert Float8Array(values).data == bytes(Transformer().get_dumper(values, PyFormat.BINARY).dump(values))
+    with psycopg.connect(dsn) as conn:
+        back = conn.execute("SELECT %b::float8[]", (Float8Array(values),)).fetchone()
+    assert back is not None and back[0] == values

@@ -15,7 +15,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .. import textsearch
-from ..embedding import Embedder, MemoryIndex, float4_bytes, from_float4_bytes, norm, similarity, text_hash
+from ..embedding import Embedder, Float8Array, MemoryIndex, float4_bytes, from_float4_bytes, norm, similarity, text_hash
 from ..errors import InvalidInput
 from ..models import Memory
 from ..sealing import ad
@@ -227,7 +227,7 @@ def write(
             f_slots.append(slot_of[pending])
             f_norms.append(norm(vector))
             f_sealed.append(None)
-    flat = None if sealed or not vectors else [x for v in vectors for x in v]
+    flat = None if sealed or not vectors else Float8Array([x for v in vectors for x in v])
     params = {
         "ns_paths": [e.ns_path for e in entries],
         "keys": [e.key for e in entries],
@@ -315,7 +315,7 @@ def search(
     ann_limit = depth * sum(2 if any(c in f for c in "*{") else 1 for f in vs.index.fields or ("$",))
     params: dict[str, Any] = {
         **pattern,
-        "qvec": qvec,
+        "qvec": Float8Array(qvec),
         "qnorm": norm(qvec),
         "ann": mode.ann_index,
         "ann_limit": ann_limit,
