@@ -5,12 +5,13 @@ with pgvector, each at its own search default: ours ef_search scaled to the rows
 
     .venv/bin/python benchmarks/bench_memory.py [--sizes 10000,100000] [--queries 200] [--rounds 3] [--reuse]
 
-Postgres: $PGAGENTSTATE_BENCH_DSN, else the embedded server (pgvector 0.6) in ./.pgagentstate/bench-pg.
+Postgres: $PGAGENTSTATE_BENCH_DSN, else the embedded server (pgvector 0.6) in ./.pgagentstate/bench-pg, whose
+shared_buffers this sets to 2 GB (restarting it) so that both stores' data fits, as on a server sized for it.
 Each store gets a database of its own; both load the same items (the same texts, embedded by the same
 deterministic HashEmbeddings), each store's HNSW index dropped before the load and rebuilt after it (the
 same way for both, with maintenance_work_mem 1GB: an in-memory build takes ~1 minute at 100k, inserting
 100k rows into a live index ~4). ``--reuse`` keeps databases that already hold the n items (the load is
-minutes at 100k): use it while iterating on queries.
+minutes at 100k): use it while iterating on queries; take put figures from fresh databases (see main).
 
 The data: real embeddings cluster (texts about one subject are near each other and far from the rest), and
 an ANN index's recall depends on that. Texts of random words from one big vocabulary hash to nearly
@@ -32,6 +33,7 @@ import argparse
 import os
 import random
 import statistics
+import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -46,6 +48,7 @@ from pgagentstate.langgraph import PostgresStore as OurStore
 from pgagentstate.queries import query
 
 DIMS = 384
+SHARED_BUFFERS_MB = 2048  # the embedded benchmark server's (see server_dsn)
 TOPICS = 300  # subjects; ~330 texts each at 100k
 TOPIC_WORDS = 60  # a subject's own vocabulary
 SHARED_WORDS = 3_000  # words any text may use
@@ -92,9 +95,24 @@ def server_dsn() -> str:
         return env
     from pathlib import Path
 
-    from pgagentstate.embedded import embedded_dsn
+    from pgagentstate.embedded import embedded_dsn, stop
 
-    return embedded_dsn(Path(".pgagentstate/bench-pg"))
+    path = Path(".pgagentstate/bench-pg")
+    dsn = embedded_dsn(path)
+    # Both stores' working sets must fit in shared buffers, as on a server sized for its data: each HNSW
+    # insert touches ~1,000 pages, and with the embedded server's default 128 MB the two stores, interleaved,
+    # evicted each other's index (100k items: ~300 MB of HNSW) and a put's time swung 2x with who went first.
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        buffers = conn.execute("SELECT setting::bigint * 8192 FROM pg_settings WHERE name = 'shared_buffers'")
+        if buffers.fetchone()[0] < SHARED_BUFFERS_MB << 20:  # type: ignore[index]
+            conn.execute(f"ALTER SYSTEM SET shared_buffers = '{SHARED_BUFFERS_MB}MB'")
+            restart = True
+        else:
+            restart = False
+    if restart:  # pgserver keeps the server it started for this process: start again in a new one
+        stop(path)
+        os.execv(sys.executable, [sys.executable, *sys.argv])
+    return dsn
 
 
 def dsn_of(admin: str, name: str) -> str:
@@ -227,11 +245,18 @@ def main() -> None:
         peer_dsn, peer_ready = database(admin, f"bench_mem_peer_{n}", reuse=args.reuse, n=n,
                                         count_sql="SELECT count(*) FROM store_vectors WHERE prefix = 'docs'")
         items = texts(n)
-        # Earlier runs' puts: the search runs over the n items only, with statistics that say so.
+        # Earlier runs' puts: the search runs over the n items only, with statistics that say so, and each
+        # HNSW index is rebuilt (after the same deletes and VACUUM one insert of the same vector touched
+        # the same ~2,360 pages in both indexes and took 6.5 ms in one, 3.8 ms in the other; 5.6 and 5.9
+        # ms rebuilt). Puts on reused databases still varied 1.3-1.9x from run to run, against 1.13-1.18x
+        # on fresh ones: record put figures from fresh databases.
         for dsn, sql in ((ours_dsn, "DELETE FROM pgagentstate.memories WHERE ns_path = 'new' || chr(31)"),
                          (peer_dsn, "DELETE FROM store WHERE prefix = 'new'")):
             with psycopg.connect(dsn, autocommit=True) as conn:
                 if ours_ready and peer_ready and conn.execute(sql).rowcount:
+                    conn.execute("SET maintenance_work_mem = '1GB'")
+                    for schema, name, _ in ann_indexes(dsn):
+                        conn.execute(f'REINDEX INDEX "{schema}"."{name}"')
                     conn.execute("VACUUM ANALYZE")
         with OurStore.from_conn_string(ours_dsn, index={**index, "ef_search": args.ef_search},
                                        pool_config=pool) as ours, \
@@ -261,7 +286,8 @@ def main() -> None:
                     continue
                 for batch in (1, 100):
                     put: dict[str, list[float]] = {"ours": [], "peer": []}
-                    for r in range(args.rounds * 10):
+                    # A put's time varies with the HNSW pages it touches: 210 single puts a side, for a stable median.
+                    for r in range(args.rounds * (70 if batch == 1 else 10)):
                         new = texts(batch, seed=1000 + r)
                         pair: list[tuple[str, Any]] = [("ours", ours), ("peer", peer)]
                         for name, store in pair if r % 2 == 0 else pair[::-1]:
