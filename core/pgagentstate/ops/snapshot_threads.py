@@ -29,7 +29,11 @@ def delete_conversation(ctx: Ctx, conversation_id: str) -> Op[bool]:
 
 def _gc(conversation_ids: Sequence[str]) -> tuple[Stmt, ...]:
     ids = {"conversation_ids": list(conversation_ids)}
-    return (Stmt("snapshot_blobs_gc", ids, "none"), Stmt("snapshot_chunks_gc", ids, "none"))
+    return (
+        Stmt("snapshot_gc_hash_joins", {}, "none"),
+        Stmt("snapshot_blobs_gc", ids, "none"),
+        Stmt("snapshot_chunks_gc", ids, "none"),
+    )
 
 
 def delete_runs(ctx: Ctx, run_ids: Sequence[str]) -> Op[None]:
