@@ -198,17 +198,30 @@ async def bench_ainvoke(
     return {who: statistics.median(t) for who, t in times.items()}
 
 
-def bench_list(peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any], rounds: int = 9) -> tuple[float, float]:
+def bench_read(
+    peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any], read: Any, rounds: int
+) -> tuple[float, float]:
+    """Median ms of ``read(saver, config)`` on each library's round-0 thread, alternating who goes first."""
     times: dict[str, list[float]] = {"peer": [], "ours": []}
-    counts = {}
+    results = {}
     for r in range(rounds):
         for who, saver in ((("peer", peer), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("peer", peer))):
             config: RunnableConfig = {"configurable": {"thread_id": f"bench-sync-{who}"}}
             t0 = time.perf_counter()
-            counts[who] = len(list(saver.list(config, limit=100)))
+            results[who] = read(saver, config)
             times[who].append((time.perf_counter() - t0) * 1000)
-    assert counts["peer"] == counts["ours"] == 100, counts
+    assert results["peer"] == results["ours"], results
     return statistics.median(times["peer"]), statistics.median(times["ours"])
+
+
+def bench_list(peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any]) -> tuple[float, float]:
+    return bench_read(peer, ours, lambda saver, config: len(list(saver.list(config, limit=100))), 9)
+
+
+def bench_get_tuple(peer: BaseCheckpointSaver[Any], ours: BaseCheckpointSaver[Any]) -> tuple[float, float]:
+    """What every invoke starts with (the thread's latest checkpoint), the thread at its full length."""
+    return bench_read(peer, ours, lambda saver, config: len(saver.get_tuple(config).checkpoint["channel_values"]
+                                                            ["messages"]), 101)
 
 
 def concurrent_puts(saver: BaseCheckpointSaver[Any], workers: int, puts: int, tag: str) -> float:
@@ -328,12 +341,15 @@ def main() -> None:
             lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
             p, o = bench_list(peer, ours)
             list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50")
+            p, o = bench_get_tuple(peer, ours)
+            get_line = ratio_line(f"get_tuple, {args.turns}-turn thread", p, o, "ms", "target <= 1.00")
         ms = asyncio.run(bench_ainvoke(peer_schema, ours_schema, cached_schema, args.turns, args.rounds))
         lines.append(ratio_line(f"ainvoke, history to {args.turns} turns", ms["peer"], ms["ours"], "ms",
                                 "target <= 0.80"))
         lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", "target <= 0.80"))
         lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
         lines.append(list_line)
+        lines.append(get_line)
         p, o = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
         lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
         lines.append(ratio_line(f"bytes stored, {args.turns}-turn thread", bp / 1024, bo / 1024, "KiB",
