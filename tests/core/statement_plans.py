@@ -78,8 +78,10 @@ class Scan:
     conditions: str  # the node's index condition, filter and recheck condition, joined
 
 
-def plan(conn: psycopg.Connection[Any], schema: str, sent: Sent) -> dict[str, Any]:
-    text = b"EXPLAIN (FORMAT JSON) " + query(sent.name, schema, sent.subs)
+def plan(conn: psycopg.Connection[Any], schema: str, sent: Sent, *, analyze: bool = False) -> dict[str, Any]:
+    """The statement's plan; ``analyze`` runs it (inside the caller's transaction) and adds actual rows."""
+    explain = b"EXPLAIN (ANALYZE, FORMAT JSON) " if analyze else b"EXPLAIN (FORMAT JSON) "
+    text = explain + query(sent.name, schema, sent.subs)
     row = conn.execute(text, sent.params, prepare=False).fetchone()
     assert row is not None
     return row[0][0]["Plan"]  # type: ignore[no-any-return]

@@ -10,7 +10,6 @@ the machine's speed.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import psycopg
@@ -18,6 +17,8 @@ import pytest
 
 from pgagentstate import StateStore, queries
 from pgagentstate.ops.snapshots import SnapshotBlob, chunk_hash
+
+from .statement_plans import Sent, captured, plan
 
 
 def _rows_produced(plan: dict[str, Any]) -> int:
@@ -40,26 +41,21 @@ def _thread(store: StateStore, cid: str, messages: int) -> None:
 
 @pytest.mark.parametrize("analyze", [False, True], ids=["fresh-statistics", "analyzed"])
 def test_reading_the_latest_checkpoint_does_linear_work(
-    store: StateStore, dsn: str, schema: str, analyze: bool
+    store: StateStore, dsn: str, schema: str, analyze: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     messages = 120
     _thread(store, "long", messages)
     _thread(store, "other", 10)  # chunks of another conversation, which the read must not touch
-    snap = store.get_snapshot("long")
+    with captured(monkeypatch) as sent:
+        snap = store.get_snapshot("long")
     assert snap is not None and len(snap.blobs["messages"].chunks) == messages
+    (read,) = [s for s in sent if s.name == "snapshot_read"]
 
-    params = {
-        "tenant": "default", "conversation_id": "long", "namespace": "", "snapshot_id": None,
-        "snapshot_ids": None, "before": None, "filter": None, "limit": 1,
-    }
     with psycopg.connect(dsn, autocommit=True) as conn:
         if analyze:
             for table in ("snapshots", "snapshot_blobs", "snapshot_chunks"):
                 conn.execute(f'ANALYZE "{schema}".{table}')
-        (plan,) = conn.execute(
-            b"EXPLAIN (ANALYZE, FORMAT JSON) " + queries.query("snapshot_read", schema), params
-        ).fetchone()
-    tree = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+        tree = plan(conn, schema, read, analyze=True)
     # Linear: each chunk is read, hashed or probed and aggregated a few times (~6 x 120 here); the
     # nested loop produced 120 x 120.
     assert _rows_produced(tree) < 20 * messages
@@ -88,13 +84,11 @@ def test_collecting_unused_blobs_and_chunks_does_linear_work(store: StateStore, 
     produced = {}
     with psycopg.connect(dsn) as conn:  # a transaction, rolled back: the counts are what is measured
         for stmt in _gc(ids):
-            text = queries.query(stmt.name, schema)
-            params = {"tenant": "default", **stmt.params}
+            sent = Sent(stmt.name, {"tenant": store.tenant, **stmt.params}, stmt.subs)
             if not stmt.name.endswith("_gc"):
-                conn.execute(text, params)
+                conn.execute(queries.query(sent.name, schema), sent.params)
                 continue
-            (plan,) = conn.execute(b"EXPLAIN (ANALYZE, FORMAT JSON) " + text, params).fetchone()
-            produced[stmt.name] = _rows_produced(plan[0]["Plan"])
+            produced[stmt.name] = _rows_produced(plan(conn, schema, sent, analyze=True))
         conn.rollback()
     # What the statements must read: every chunk, and every hash the blobs list (snapshot n's blob lists
     # n hashes: 1,830 a thread). A nested loop anti-join produced ~550,000 rows (each of the 600 chunks
