@@ -37,8 +37,16 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from pgagentstate.ops.snapshot_packing import compress as _compress
 from pgagentstate.ops.snapshot_packing import decompress as _decompress
-from pgagentstate.ops.snapshots import ChannelHistory, Snapshot, SnapshotBlob, SnapshotWrite, chunk_hash
+from pgagentstate.ops.snapshots import (
+    ChannelHistory,
+    Snapshot,
+    SnapshotBlob,
+    SnapshotWrite,
+    chunk_hash,
+    chunk_hashes,
+)
 
+from ._msgpack_lists import array_header, list_pieces, piece_of
 from ._objcache import ObjectCache
 
 #: Blob type of a list stored one element per chunk.
@@ -99,11 +107,6 @@ def _inline(value: Any) -> bool:
     return value is None or t is bool or t is int or t is float or (t is str and len(value) <= INLINE_STR_MAX)
 
 
-def _piece(serde: SerializerProtocol, value: Any) -> bytes:
-    typ, data = serde.dumps_typed(value)
-    return typ.encode() + b"\0" + data
-
-
 def dump_blob(
     serde: SerializerProtocol, channel: str, version: str, value: Any, cache: ObjectCache | None = None
 ) -> SnapshotBlob:
@@ -117,14 +120,14 @@ def dump_blob(
             typ, data = _compress(typ, data)
         return SnapshotBlob(channel, version, typ, (data,))
     if cache is None:
-        pieces = tuple(_piece(serde, v) for v in value)
-        return SnapshotBlob(channel, version, LIST_TYPE, pieces, hashes=tuple(chunk_hash(p) for p in pieces))
+        pieces = list_pieces(serde, value)
+        return SnapshotBlob(channel, version, LIST_TYPE, pieces, hashes=chunk_hashes(pieces))
     chunks: list[bytes] = []
     hashes: list[str] = []
     for v in value:
         entry = cache.chunk_of(v)
         if entry is None:
-            piece = _piece(serde, v)
+            piece = piece_of(serde, v)
             h = chunk_hash(piece)
             cache.add(v, piece, h)
             chunks.append(piece)
@@ -133,14 +136,6 @@ def dump_blob(
             chunks.append(entry.chunk)
             hashes.append(entry.hash)
     return SnapshotBlob(channel, version, LIST_TYPE, tuple(chunks), hashes=tuple(hashes))
-
-
-def _msgpack_array_header(n: int) -> bytes:
-    if n < 16:
-        return bytes((0x90 | n,))
-    if n < 1 << 16:
-        return b"\xdc" + n.to_bytes(2, "big")
-    return b"\xdd" + n.to_bytes(4, "big")
 
 
 class Decoder:
@@ -191,7 +186,7 @@ class Decoder:
         if len(todo) < 2:
             return
         body = b"".join([memoryview(chunk)[8:] for chunk, _ in todo.values()])
-        values = self.serde.loads_typed(("msgpack", _msgpack_array_header(len(todo)) + body))
+        values = self.serde.loads_typed(("msgpack", array_header(len(todo)) + body))
         if type(values) is not list or len(values) != len(todo):  # pragma: no cover - malformed chunk
             return
         for (key, (chunk, h)), obj in zip(todo.items(), values, strict=True):

@@ -98,6 +98,40 @@ def chunk_hash(data: bytes) -> str:
     return base64.urlsafe_b64encode(hashlib.blake2b(data, digest_size=12).digest()).decode()
 
 
+#: Hashes of chunks hashed lately, by content. A message list is hashed again on every put that changes
+#: it, and all but its newest elements were hashed before: a dict lookup (SipHash of the bytes) costs
+#: ~0.2 us where BLAKE2b and base64 cost ~1.2 us, 120 of a 100-message list's 510 us on the put path.
+#: Chunks over ``_MEMO_CHUNK`` bytes are not kept (they are rare and would pin memory); the dict is
+#: emptied when full. Its operations are atomic, so threads share it without a lock.
+_memo: dict[bytes, str] = {}
+_MEMO_SIZE = 8192
+_MEMO_CHUNK = 4096
+
+
+def chunk_hashes(chunks: Sequence[bytes]) -> tuple[str, ...]:
+    """:func:`chunk_hash` of each chunk, the new ones encoded in one base64 call (12-byte digests are 16
+    characters each, so the encoding of their concatenation is the concatenation of their encodings)."""
+    memo = _memo
+    found = [memo.get(c) for c in chunks]
+    todo = [c for c, h in zip(chunks, found, strict=True) if h is None]
+    if not todo:
+        return tuple(found)  # type: ignore[arg-type]
+    digest = hashlib.blake2b
+    joined = base64.urlsafe_b64encode(b"".join([digest(c, digest_size=12).digest() for c in todo])).decode()
+    if len(memo) + len(todo) > _MEMO_SIZE:
+        memo.clear()
+    new = iter(range(0, len(joined), 16))
+    out: list[str] = []
+    for c, h in zip(chunks, found, strict=True):
+        if h is None:
+            i = next(new)
+            h = joined[i : i + 16]
+            if len(c) <= _MEMO_CHUNK:
+                memo[c] = h
+        out.append(h)
+    return tuple(out)
+
+
 def split_hashes(joined: str | None) -> tuple[str, ...]:
     """A list of chunk hashes as the statements return it (the stored 12-byte hashes, base64 in one go):
     16-character hashes, concatenated."""
