@@ -195,11 +195,16 @@ async def aours(store: AsyncStateStore, cid: str, i: int) -> int:
 
 
 def ours_create(store: StateStore, size: int) -> str:
+    """A conversation with ``size`` messages of history and its state document, as Naive.create makes one
+    with its state row: a timed turn then updates a state on both sides (each conversation gets one timed
+    turn at 20 messages, so without it every turn of ours created its document while the naive code updated
+    a row)."""
     cid = f"c{size}-{uuid.uuid4().hex[:10]}"
     store.create_conversation(cid, channel="whatsapp")
     events = history(size)
     for start in range(0, size, 500):
         store.append_events(cid, events[start : start + 500])
+    store.put_state(StateRef.conversation(cid, "state"), {"workflow_step": 0, "context_data": {}})
     return cid
 
 
