@@ -51,8 +51,6 @@ def _cut(serde: SerializerProtocol, values: list[Any]) -> tuple[bytes, ...] | No
         n, pos = int.from_bytes(data[1:5], "big"), 5
     else:  # pragma: no cover - a list is always packed as an array
         return None
-    if n != len(values):  # pragma: no cover - defensive
-        return None
     tag = b"msgpack\0"
     out: list[bytes] = []
     size = len(data)
