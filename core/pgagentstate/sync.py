@@ -1491,11 +1491,12 @@ class StateStore:
         *,
         namespace: str = "",
         framework: str = "",
-    ) -> None:
+    ) -> bool:
         """Store pending writes against a snapshot (which may not be stored yet). Writes with idx >= 0 keep
         the first value stored; negative idx (special channels) are overwritten. Writes for a conversation
-        deleted with :meth:`delete_snapshot_conversation` are dropped."""
-        self.run(
+        deleted with :meth:`delete_snapshot_conversation` are dropped (False; until a new chain of snapshots
+        starts it again: see :meth:`put_snapshot`); True otherwise."""
+        return self.run(
             snapshot_ops.put_writes(
                 self._ctx, conversation_id, snapshot_id, namespace=namespace, writes=writes, framework=framework
             )

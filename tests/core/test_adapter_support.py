@@ -12,6 +12,7 @@ import pytest
 
 from pgagentstate import AsyncStateStore, InvalidInput, NewEvent, StateRef, StateStore, VersionConflict
 from pgagentstate.crypto import Encryption, StaticKeyProvider
+from pgagentstate.ops.snapshots import SnapshotWrite
 
 
 def test_append_with_state_patches_is_atomic_and_applied_once(store: StateStore) -> None:
@@ -127,3 +128,19 @@ async def test_append_racing_the_creation_of_its_conversation(dsn: str, schema: 
                 0,
                 1,
             )
+
+
+def test_writes_say_whether_they_were_stored(store: StateStore) -> None:
+    """Writes may arrive before their conversation's first snapshot (stored, creating it), and after
+    delete_snapshot_conversation (dropped, False) until a new chain revives the conversation."""
+    write = [SnapshotWrite("t1", 0, "messages", "json", b"[]")]
+    assert store.put_snapshot_writes("w1", "s1", write) is True  # before the first snapshot
+    assert store.put_snapshot_writes("w1", "s1", write) is True  # a retry: stored already
+    store.put_snapshot("w1", "s1", type="json", data=b"{}")
+    store.delete_snapshot_conversation("w1")
+    assert store.put_snapshot_writes("w1", "s1", write) is False
+    assert store.get_conversation("w1") is None
+    store.put_snapshot("w1", "s2", type="json", data=b"{}")  # a new chain
+    assert store.put_snapshot_writes("w1", "s2", write) is True
+    snap = store.get_snapshot("w1")
+    assert snap is not None and [w.task_id for w in snap.writes] == ["t1"]

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -12,14 +14,17 @@ from typing import Any, cast
 
 import psycopg
 import pytest
-from langchain_core.messages import HumanMessage
+from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import empty_checkpoint
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
-from lg_graphs import cfg, three_nodes
+from langgraph.graph import START, StateGraph
+from langgraph.types import Command, interrupt
+from lg_graphs import State, cfg, three_nodes
 from psycopg import sql
 from psycopg_pool import ConnectionPool
 
+from pgagentstate import AsyncStateStore, StateStore
 from pgagentstate.errors import NotFound, VersionConflict
 from pgagentstate.langgraph import PostgresCheckpointer
 
@@ -126,6 +131,58 @@ def test_a_write_after_delete_thread_does_not_resurrect_it(saver: PostgresCheckp
     # A new run on the same thread id starts a new chain.
     put(saver, "gone", None, step=-1)
     assert saver.get_tuple(cfg("gone")) is not None
+
+
+class SlowFirstCheckpoint(StateStore):
+    """Stores a new chain's first checkpoint 0.3 s late, as a loaded machine may: LangGraph saves a run's
+    writes in the background, so they then reach the database before the checkpoint that revives the thread."""
+
+    def put_snapshot(self, conversation_id: str, snapshot_id: str, **kw: Any) -> None:
+        if kw.get("parent_id") is None:
+            time.sleep(0.3)
+        super().put_snapshot(conversation_id, snapshot_id, **kw)
+
+
+class AsyncSlowFirstCheckpoint(AsyncStateStore):
+    async def put_snapshot(self, conversation_id: str, snapshot_id: str, **kw: Any) -> None:
+        if kw.get("parent_id") is None:
+            await asyncio.sleep(0.3)
+        await super().put_snapshot(conversation_id, snapshot_id, **kw)
+
+
+def ask_email(state: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": [AIMessage(interrupt("your email?"))]}
+
+
+def interrupting_graph(saver: PostgresCheckpointer) -> Any:
+    return StateGraph(State).add_node("ask", ask_email).add_edge(START, "ask").compile(checkpointer=saver)
+
+
+def test_a_new_run_after_delete_thread_keeps_its_writes(dsn: str, schema: str) -> None:
+    """delete_thread, then a new run of the same thread id (durability "async", LangGraph's default): the
+    run's writes, its interrupt among them, are kept although they reach the database before its first
+    checkpoint. They were dropped as late writes of the deleted run, and the interrupt was lost."""
+    with SlowFirstCheckpoint(dsn, schema=schema) as core:
+        saver = PostgresCheckpointer(store=core)
+        saver.setup()
+        graph = interrupting_graph(saver)
+        graph.invoke({"messages": [HumanMessage("refund")]}, cfg("again"), durability="async")
+        saver.delete_thread("again")
+        graph.invoke({"messages": [HumanMessage("refund")]}, cfg("again"), durability="async")
+        assert [i.value for i in graph.get_state(cfg("again")).interrupts] == ["your email?"]
+        out = graph.invoke(Command(resume="meu@email.com"), cfg("again"), durability="async")
+        assert out["messages"][-1].content == "meu@email.com"
+
+
+async def test_a_new_async_run_after_delete_thread_keeps_its_writes(dsn: str, schema: str) -> None:
+    async with AsyncSlowFirstCheckpoint(dsn, schema=schema) as core:
+        saver = PostgresCheckpointer(store=core)
+        await saver.asetup()
+        graph = interrupting_graph(saver)
+        await graph.ainvoke({"messages": [HumanMessage("refund")]}, cfg("again"), durability="async")
+        await saver.adelete_thread("again")
+        await graph.ainvoke({"messages": [HumanMessage("refund")]}, cfg("again"), durability="async")
+        assert [i.value for i in (await graph.aget_state(cfg("again"))).interrupts] == ["your email?"]
 
 
 def test_no_instance_lock_workers_proceed_while_one_waits(dsn: str, schema: str) -> None:

@@ -8,6 +8,7 @@ concurrently, and conflicting ones are told apart by the database (see ``docs/la
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import functools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -31,6 +32,7 @@ from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
 from . import _codec as codec
 from ._forks import ForkPoints
+from ._new_chains import NewChains
 from ._objcache import ObjectCache
 from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
 
@@ -84,6 +86,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         self._stores = Stores(conn, store, **kw)
         self._known = codec.KnownChunks()
         self._forks = ForkPoints()
+        self._new_chains = NewChains()
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
 
     @classmethod
@@ -187,8 +190,9 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; ``pgagentstate.errors.VersionConflict`` if another writer already continued
         the thread from the same parent (see docs/langgraph.md, "Forks and conflicts")."""
-        call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
-        self._run(call)
+        thread_id, ns, parent_id = codec.thread_of(config)
+        with self._new_chains.storing(thread_id, parent_id):
+            self._run(self._put_call(config, checkpoint, metadata, new_versions))
         return codec.make_config(thread_id, ns, checkpoint["id"])
 
     async def aput(
@@ -198,14 +202,15 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        call, thread_id, ns = self._put_call(config, checkpoint, metadata, new_versions)
-        await self._arun(call)
+        thread_id, ns, parent_id = codec.thread_of(config)
+        with self._new_chains.storing(thread_id, parent_id):
+            await self._arun(self._put_call(config, checkpoint, metadata, new_versions))
         return codec.make_config(thread_id, ns, checkpoint["id"])
 
     def _put_call(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
-    ) -> tuple[StoreCall, str, str]:
+    ) -> StoreCall:
         thread_id, ns, parent_id = codec.thread_of(config)
         typ, data, versions, blobs = codec.dump_checkpoint(self.serde, checkpoint, new_versions, self._cache)
         sendable, stored = self._known.substitute(thread_id, ns, blobs)
@@ -234,7 +239,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
                 stored[:] = codec.all_whole(blobs)
             self._known.remember(thread_id, ns, stored)
 
-        return call, thread_id, ns
+        return call
 
     async def _aput_snapshot(
         self, store: AsyncStateStore, thread_id: str, sid: str, kw: dict[str, Any],
@@ -259,8 +264,13 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         task_path: str = "",
     ) -> None:
         """Store a task's writes: regular channels keep the first value written, special ones (error,
-        interrupt, resume, scheduled) the last. Writes for a deleted thread are dropped, not resurrected."""
-        self._run(self._writes_call(config, writes, task_id, task_path))
+        interrupt, resume, scheduled) the last. Writes for a deleted thread are dropped, not resurrected,
+        unless this saver is storing the first checkpoint of a new run of it (they wait for it)."""
+        thread_id, call = self._writes_call(config, writes, task_id, task_path)
+        mark = self._new_chains.mark()
+        if not self._run(call) and (first := self._new_chains.revivals(thread_id, mark)) is not None:
+            concurrent.futures.wait(first)
+            self._run(call)
 
     async def aput_writes(
         self,
@@ -269,17 +279,22 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        await self._arun(self._writes_call(config, writes, task_id, task_path))
+        thread_id, call = self._writes_call(config, writes, task_id, task_path)
+        mark = self._new_chains.mark()
+        if not await self._arun(call) and (first := self._new_chains.revivals(thread_id, mark)) is not None:
+            if first:
+                await asyncio.wait([asyncio.wrap_future(f) for f in first])
+            await self._arun(call)
 
     def _writes_call(
         self, config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, task_path: str
-    ) -> StoreCall:
+    ) -> tuple[str, StoreCall]:
         thread_id, ns, checkpoint_id = codec.thread_of(config)
         if checkpoint_id is None:
             raise ValueError("put_writes needs config['configurable']['checkpoint_id']")
         rows = codec.dump_writes(self.serde, writes, task_id, task_path)
-        return lambda s: s.put_snapshot_writes(thread_id, checkpoint_id, rows, namespace=ns,
-                                               framework=codec.FRAMEWORK)
+        return thread_id, lambda s: s.put_snapshot_writes(thread_id, checkpoint_id, rows, namespace=ns,
+                                                          framework=codec.FRAMEWORK)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete the thread (its conversation, checkpoints and writes); late writes of runs still in

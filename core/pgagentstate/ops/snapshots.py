@@ -330,12 +330,12 @@ def put_writes(
     namespace: str,
     writes: Sequence[SnapshotWrite],
     framework: str,
-) -> Op[None]:
+) -> Op[bool]:
     lim = ctx.limits
     _ids(ctx, conversation_id, namespace)
     check_id(snapshot_id, "snapshot_id", lim)
     if not writes:
-        return
+        return True
     for i, w in enumerate(writes):
         if not isinstance(w, SnapshotWrite):
             raise InvalidInput(f"writes[{i}] must be a SnapshotWrite", path=f"writes[{i}]")
@@ -364,17 +364,21 @@ def put_writes(
     }
     (n,) = yield Tx((Stmt("snapshot_writes_put", params, "rowcount"),))
     if n:
-        return
+        return True
     # Nothing written: a retry of writes already stored, or the conversation does not exist yet (a run
     # saves writes in the background, so they can arrive before the first snapshot of a new thread) or
-    # any more (deleted: then the ensure below does nothing and the writes are dropped).
+    # any more (deleted: then the ensure below does nothing and the writes are dropped: False).
     conv = {"conversation_id": conversation_id, "framework": check_text(framework, "framework", lim), "user_id": ""}
     try:
-        yield Tx(
+        # Checked before the insert: a snapshot committing in between may make the insert store the writes
+        # after the check said the conversation was gone (then the caller stores them again, a no-op).
+        _, exists, _ = yield Tx(
             (
                 Stmt("snapshot_conversation_ensure", {**conv, "revive": False}, "none"),
+                Stmt("snapshot_conversation_exists", {"conversation_id": conversation_id}, "one"),
                 Stmt("snapshot_writes_put", params, "none"),
             )
         )
     except NotFound:
-        return
+        return False
+    return bool(exists[0])

@@ -105,6 +105,9 @@ WHERE %(revive)s OR NOT EXISTS (
 ON CONFLICT (tenant_id, id) DO UPDATE SET user_id = EXCLUDED.user_id
     WHERE {schema}.conversations.user_id = '' AND EXCLUDED.user_id <> ''
 
+-- name: snapshot_conversation_exists
+SELECT EXISTS (SELECT 1 FROM {schema}.conversations c WHERE c.tenant_id = %(tenant)s AND c.id = %(conversation_id)s)
+
 -- name: snapshot_tombstone_clear
 DELETE FROM {schema}.snapshot_tombstones t WHERE t.tenant_id = %(tenant)s AND t.conversation_id = %(conversation_id)s
 
