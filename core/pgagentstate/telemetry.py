@@ -8,6 +8,7 @@ of retries and whether it ended in a conflict. Without OpenTelemetry installed n
 
 from __future__ import annotations
 
+import os
 import threading
 from collections import Counter
 from typing import Any
@@ -19,6 +20,10 @@ try:  # optional dependency
 except ImportError:  # pragma: no cover - exercised when opentelemetry is absent
     _otel_trace = None  # type: ignore[assignment]
 
+
+#: Whether OpenTelemetry may make its provider from the environment (read at import, as configuration).
+_PROVIDER_FROM_ENV = "OTEL_PYTHON_TRACER_PROVIDER" in os.environ
+_UNKNOWN = object()
 
 _names: dict[Any, str] = {}
 
@@ -97,6 +102,10 @@ class Telemetry:
         """The tracer of the application's tracer provider; None while there is none (the API's proxy
         provider, whose spans record nothing): no span to build then, ~5 us an operation saved."""
         if _otel_trace is None:
+            return None
+        # While no provider is set, get_tracer_provider() looks its variable up in os.environ on every call
+        # (0.81 us a call against 0.07 us here): the global it sets is read first instead.
+        if getattr(_otel_trace, "_TRACER_PROVIDER", _UNKNOWN) is None and not _PROVIDER_FROM_ENV:
             return None
         provider = _otel_trace.get_tracer_provider()
         if isinstance(provider, _otel_trace.ProxyTracerProvider):
