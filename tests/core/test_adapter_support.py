@@ -8,11 +8,14 @@ import json
 import math
 import os
 
+import psycopg
 import pytest
+from psycopg import sql
 
 from pgagentstate import AsyncStateStore, InvalidInput, NewEvent, StateRef, StateStore, VersionConflict
 from pgagentstate.crypto import Encryption, StaticKeyProvider
-from pgagentstate.ops.snapshots import SnapshotWrite
+from pgagentstate.errors import NotFound
+from pgagentstate.ops.snapshots import SnapshotBlob, SnapshotWrite, chunk_hash
 
 
 def test_append_with_state_patches_is_atomic_and_applied_once(store: StateStore) -> None:
@@ -144,3 +147,23 @@ def test_writes_say_whether_they_were_stored(store: StateStore) -> None:
     assert store.put_snapshot_writes("w1", "s2", write) is True
     snap = store.get_snapshot("w1")
     assert snap is not None and [w.task_id for w in snap.writes] == ["t1"]
+
+
+def test_a_snapshot_whose_chunk_is_gone_is_not_read_short(store: StateStore, dsn: str, schema: str) -> None:
+    """A chunk deleted under a read (a concurrent prune) makes the blob unreadable (NotFound) rather than a
+    shorter list; the blob reads whole while its chunks are there."""
+    blob = SnapshotBlob("messages", "v1", "list", (b"msgpack\0one", b"msgpack\0two", b"msgpack\0three"))
+    store.put_snapshot("p1", "s1", type="json", data=b"{}", blobs=[blob], channel_versions={"messages": "v1"})
+    snap = store.get_snapshot("p1")
+    assert snap is not None
+    assert snap.blobs["messages"].chunks == blob.chunks
+    assert snap.blobs["messages"].hashes == tuple(chunk_hash(c) for c in blob.chunks)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        chunks = sql.Identifier(schema, "snapshot_chunks")
+        gone = conn.execute(
+            sql.SQL("DELETE FROM {} WHERE conversation_id = 'p1' AND hash = "
+                    "(SELECT hash FROM {} WHERE conversation_id = 'p1' LIMIT 1)").format(chunks, chunks)
+        ).rowcount
+    assert gone == 1
+    with pytest.raises(NotFound, match="chunks of channel 'messages'"):
+        store.get_snapshot("p1")

@@ -29,35 +29,38 @@ from .snapshots import (
 )
 
 _LENGTH = struct.Struct(">I")
-#: (conversation, stored chunk id) -> (plaintext, content hash)
-Chunks = dict[tuple[str, str], tuple[bytes, str]]
+#: conversation -> stored chunk id -> (plaintext, content hash)
+Chunks = dict[str, dict[str, tuple[bytes, str]]]
 
 
-def _chunk(ctx: Ctx, chunks: Chunks, conv: str, stored_id: str, data: bytes) -> None:
+def _chunk(ctx: Ctx, chunks: dict[str, tuple[bytes, str]], conv: str, stored_id: str, data: bytes) -> None:
     if ctx.cipher is None and not is_sealed_bytes(data):
-        chunks[(conv, stored_id)] = (data, stored_id)
+        chunks[stored_id] = (data, stored_id)
         return
     plain = _open(ctx, data, chunk_ad(ctx.tenant, conv, stored_id))
-    chunks[(conv, stored_id)] = (plain, chunk_hash(plain))
+    chunks[stored_id] = (plain, chunk_hash(plain))
 
 
 def _rows_by_kind(ctx: Ctx, rows: Sequence[Row]) -> tuple[dict[str, list[Row]], Chunks]:
     kinds: dict[str, list[Row]] = {"s": [], "b": [], "w": [], "a": []}
     chunks: Chunks = {}
+    unpack = _LENGTH.unpack_from
     for r in rows:
         if r[0] == "c":
-            _chunk(ctx, chunks, r[1], r[5], bytes(r[7]))
+            _chunk(ctx, chunks.setdefault(r[1], {}), r[1], r[5], bytes(r[7]))
         elif r[0] == "C":
             data, pos, conv = bytes(r[7]), 0, r[1]
+            mine = chunks.setdefault(conv, {})
             plain = ctx.cipher is None
             for h in split_hashes(r[8]):
-                (n,) = _LENGTH.unpack_from(data, pos)
-                piece = data[pos + 4 : pos + 4 + n]
-                pos += 4 + n
+                (n,) = unpack(data, pos)
+                pos += 4
+                piece = data[pos : pos + n]
+                pos += n
                 if plain and not piece.startswith(BYTES_MARKER):  # the common case, inline
-                    chunks[(conv, h)] = (piece, h)
+                    mine[h] = (piece, h)
                 else:
-                    _chunk(ctx, chunks, conv, h, piece)
+                    _chunk(ctx, mine, conv, h, piece)
         else:
             kinds[r[0]].append(r)
     return kinds, chunks
@@ -82,12 +85,14 @@ def _blob(row: Row, rows: Mapping[BlobKey, Row], chunks: Chunks) -> SnapshotBlob
         base_len = len(base_hashes)
         stored = base_hashes + stored
     # A chunk that is missing (deleted under a concurrent prune) makes the blob unreadable rather than wrong.
-    found = [chunks[(row[1], h)] for h in stored if (row[1], h) in chunks]
-    if len(found) != len(stored):
-        raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing")
+    mine = chunks.get(row[1], {})
+    try:
+        found = [mine[h] for h in stored]
+    except KeyError:
+        raise NotFound(f"chunks of channel {row[5]!r} at version {row[8]!r} are missing") from None
+    pieces, hashes = zip(*found, strict=True) if found else ((), ())
     return SnapshotBlob(
-        channel=row[5], version=row[8], type=row[6], chunks=tuple(c[0] for c in found),
-        hashes=tuple(c[1] for c in found), base=row[9], base_len=base_len,
+        channel=row[5], version=row[8], type=row[6], chunks=pieces, hashes=hashes, base=row[9], base_len=base_len,
     )
 
 
