@@ -2,7 +2,9 @@
 
 The async store is the source of truth; the sync one is a mechanical translation, so the two can never
 disagree. ``--check`` exits 1 when sync.py is not what this script would write (run in CI and tests).
-A line ending in ``# sync: <code>`` is replaced by <code> (same indentation) in the sync version.
+A line ending in ``# sync: <code>`` is replaced by <code> (same indentation) in the sync version;
+``# sync: -`` drops the line, ``# sync: -block`` drops it with the lines indented under it (code that only
+the asyncio store has, where the sync one would be left with ``pass`` or ``if False:``).
 """
 
 from __future__ import annotations
@@ -53,9 +55,20 @@ GENERATED from aio.py by tools/gen_sync.py — do not edit; change aio.py and ru
 
 def convert(text: str) -> str:
     lines = []
+    dropping: int | None = None  # the indentation of a block being dropped
     for line in text.splitlines():
+        indent = len(line) - len(line.lstrip())
+        if dropping is not None:
+            if not line.strip() or indent > dropping:
+                continue
+            dropping = None
         match = re.match(r"^(\s*)(.*?)\s*# sync: (.*)$", line)
         if match:
+            if match[3] == "-":
+                continue
+            if match[3] == "-block":
+                dropping = indent
+                continue
             line = match[1] + match[3]
         lines.append(line)
     out = "\n".join(lines) + "\n"

@@ -254,7 +254,7 @@ class _AsyncSource:
                 dropped = self._pools.pop(gone, None)
                 if dropped is not None and dropped.closer is not None:
                     dropped.closer.finish()
-            closer = LoopCloser()  # sync: pass
+            closer = LoopCloser()  # sync: -
             new = _LoopPool(self._new_pool(configure=closer.track), closer)  # sync: new = _LoopPool(self._new_pool())
             entry = self._pools.setdefault(loop, new)
         if not entry.opened:
@@ -271,7 +271,7 @@ class _AsyncSource:
                     except PoolTimeout:
                         self._pools.pop(loop, None)  # a pool that timed out is closed: the next call makes another
                         raise
-                    cast(LoopCloser, entry.closer).start(entry.pool)  # sync: pass
+                    cast(LoopCloser, entry.closer).start(entry.pool)  # sync: -
                     entry.opened = True
         return entry.pool, entry.queue
 
@@ -341,13 +341,13 @@ class _AsyncSource:
                 await entry.pool.close()
                 if entry.closer is not None:
                     entry.closer.stop()
-            else:
+            else:  # sync: -block
                 # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
                 # one cannot: close the connections now; the pool itself closes if its loop runs again.
-                if not loop.is_running() and entry.closer is not None:  # sync: if False:
+                if not loop.is_running() and entry.closer is not None:
                     entry.closer.finish()
-                if not loop.is_closed():  # sync: if False:
-                    asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)  # sync: pass
+                if not loop.is_closed():
+                    asyncio.run_coroutine_threadsafe(entry.pool.close(), loop)
 
 
 def _address(conn: AsyncConnection[Any]) -> str:

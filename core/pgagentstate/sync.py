@@ -251,7 +251,6 @@ class _SyncSource:
                 dropped = self._pools.pop(gone, None)
                 if dropped is not None and dropped.closer is not None:
                     dropped.closer.finish()
-            pass
             new = _LoopPool(self._new_pool())
             entry = self._pools.setdefault(loop, new)
         if not entry.opened:
@@ -268,7 +267,6 @@ class _SyncSource:
                     except PoolTimeout:
                         self._pools.pop(loop, None)  # a pool that timed out is closed: the next call makes another
                         raise
-                    pass
                     entry.opened = True
         return entry.pool, entry.queue
 
@@ -338,13 +336,6 @@ class _SyncSource:
                 entry.pool.close()
                 if entry.closer is not None:
                     entry.closer.stop()
-            else:
-                # A loop that is idle may never run again (Runner.run_sync leaves one behind) and a closed
-                # one cannot: close the connections now; the pool itself closes if its loop runs again.
-                if False:
-                    entry.closer.finish()
-                if False:
-                    pass
 
 
 def _address(conn: Connection[Any]) -> str:
