@@ -190,9 +190,9 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; ``pgagentstate.errors.VersionConflict`` if another writer already continued
         the thread from the same parent (see docs/langgraph.md, "Forks and conflicts")."""
-        thread_id, ns, parent_id = codec.thread_of(config)
+        where = thread_id, ns, parent_id = codec.thread_of(config)
         with self._new_chains.storing(thread_id, parent_id):
-            self._run(self._put_call(config, checkpoint, metadata, new_versions))
+            self._run(self._put_call(where, config, checkpoint, metadata, new_versions))
         return codec.make_config(thread_id, ns, checkpoint["id"])
 
     async def aput(
@@ -202,16 +202,17 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        thread_id, ns, parent_id = codec.thread_of(config)
+        where = thread_id, ns, parent_id = codec.thread_of(config)
         with self._new_chains.storing(thread_id, parent_id):
-            await self._arun(self._put_call(config, checkpoint, metadata, new_versions))
+            await self._arun(self._put_call(where, config, checkpoint, metadata, new_versions))
         return codec.make_config(thread_id, ns, checkpoint["id"])
 
     def _put_call(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
-        new_versions: ChannelVersions,
+        self, where: tuple[str, str, str | None], config: RunnableConfig, checkpoint: Checkpoint,
+        metadata: CheckpointMetadata, new_versions: ChannelVersions,
     ) -> StoreCall:
-        thread_id, ns, parent_id = codec.thread_of(config)
+        """``where``: the thread, namespace and parent id, as ``codec.thread_of(config)`` parsed them."""
+        thread_id, ns, parent_id = where
         typ, data, versions, blobs = codec.dump_checkpoint(self.serde, checkpoint, new_versions, self._cache)
         sendable, stored = self._known.substitute(thread_id, ns, blobs)
         meta = codec.metadata_for(config, metadata)
