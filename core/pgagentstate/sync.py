@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import datetime
 from time import monotonic
@@ -200,8 +200,9 @@ class _SyncSource:
         :meth:`release`. (What :meth:`connection` does, without a generator-based context manager: the
         store's own calls take this path, ~2 us a call less.)"""
         pool, queue = (self._own_pool()) if self.owned else (self.pool, self._queue)
-        if _LOCKS_HELD.get():
-            held = _LOCKS_HELD.get().count(id(self))
+        locks = _LOCKS_HELD.get()
+        if locks:
+            held = locks.count(id(self))
             if held and held >= (1 if pool is None else pool.max_size):
                 # Waiting would end in a pool timeout (a retryable ConnectionLost after 30 s, whose retry
                 # waits again) or, on a single connection, never.
@@ -336,6 +337,25 @@ class _SyncSource:
                 entry.pool.close()
                 if entry.closer is not None:
                     entry.closer.stop()
+
+
+class _Deadline:
+    """The store's deadline over one block (see :meth:`StateStore._bounded`). A class rather than a
+    generator-based context manager: every transaction goes through one (~1.5 us less a call)."""
+
+    __slots__ = ("_conn", "_seconds", "_token")
+
+    def __init__(self, conn: Connection[Any], seconds: float | None) -> None:
+        self._conn, self._seconds = conn, seconds
+        self._token = None if seconds is None else watchdog.arm(conn, seconds)
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any) -> None:
+        # The watchdog cut the connection (the block failed with a driver error): say so.
+        if self._token is not None and watchdog.disarm(self._token) and isinstance(exc, psycopg.Error):
+            raise DeadlineExceeded(self._seconds or 0.0, _address(self._conn)) from exc
 
 
 def _address(conn: Connection[Any]) -> str:
@@ -600,14 +620,10 @@ class StateStore:
                         else:
                             source = self._replica if cmd.replica and self._replica is not None else self._source
                             conn, pool, queue = source.acquire()
-                            token = self._arm(conn, cmd)
                             try:
-                                result = self._execute_tx(conn, cmd)
-                            except psycopg.Error as exc:
-                                self._disarm(token, conn, exc)
-                                raise
+                                with self._bounded(conn, cmd):
+                                    result = self._execute_tx(conn, cmd)
                             finally:
-                                self._disarm(token, conn)
                                 source.release(conn, pool, queue)
                     elif isinstance(cmd, Cache):
                         tier = self._tier
@@ -640,27 +656,10 @@ class StateStore:
                 held.__exit__(RuntimeError, stop_exc, None)
             op.close()
 
-    @contextlib.contextmanager
-    def _bounded(self, conn: Connection[Any], tx: Tx) -> Generator[None, None, None]:
-        """Run the block under the store's deadline: past it, the watchdog cuts the connection (the wait
-        returns at once with a driver error), reported as ``DeadlineExceeded``."""
-        token = self._arm(conn, tx)
-        try:
-            yield
-        except psycopg.Error as exc:
-            self._disarm(token, conn, exc)
-            raise
-        finally:
-            self._disarm(token, conn)
-
-    def _arm(self, conn: Connection[Any], tx: Tx) -> int | None:
-        """Have the watchdog cut ``conn`` past the store's deadline; None when ``tx`` has no deadline."""
-        return None if self._deadline is None or tx.patient else watchdog.arm(conn, self._deadline)
-
-    def _disarm(self, token: int | None, conn: Connection[Any], error: BaseException | None = None) -> None:
-        """Stop watching; when the watchdog had cut the connection under ``error``, raise DeadlineExceeded."""
-        if token is not None and watchdog.disarm(token) and error is not None:
-            raise DeadlineExceeded(self._deadline or 0.0, _address(conn)) from error
+    def _bounded(self, conn: Connection[Any], tx: Tx) -> _Deadline:
+        """Run the block under the store's deadline (``with``): past it, the watchdog cuts the connection
+        (the wait returns at once with a driver error), reported as ``DeadlineExceeded``."""
+        return _Deadline(conn, None if tx.patient else self._deadline)
 
     def _prelude(self, conn: Connection[Any], snapshot: bool = False) -> None:
         """First statements of every transaction: isolation level, then the tenant for row-level security."""
