@@ -13,8 +13,9 @@ pinned as in ``benchmarks/bench_core.py --pin``. Medians of the blocks:
 - ``op``: ``get_conversation``, thread CPU per call (the store's driver around one small statement);
 - ``async``: the async store, 200 conversations on a pool of 10, turns/s and process CPU per turn.
 
-Measured with it on 2026-12-06: the driver change of 0f3e415 took ``op`` from 94.6 to 88.7 us and
-``async`` from 1,734 to 1,796 turns/s, where single benchmark runs could not tell the two apart.
+Measured with it on 2026-12-06 against eea76b0 (three runs started at load 0.75-0.94): the day's driver
+changes took ``turn`` to 0.96x (0.94-0.98), ``op`` to 0.96x (0.94-0.97) and ``async`` to 1.01x (1.00-1.07),
+where single benchmark runs could not tell the two apart.
 """
 
 from __future__ import annotations
