@@ -1,6 +1,7 @@
 """PostgresCheckpointer vs langgraph-checkpoint-postgres's PostgresSaver, side by side, one run.
 
     .venv/bin/python benchmarks/bench_langgraph.py [--turns 50] [--rounds 3] [--workers 8] [--puts 150]
+                                                   [--durability async,sync,exit]
     .venv/bin/python benchmarks/bench_langgraph.py --bytes-only 11 [--turns 50]
 
 ``--bytes-only N`` times nothing: it grows N threads per library, one after the other, and prints the bytes
@@ -11,9 +12,11 @@ Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:
 in a fresh schema of its own, measurements interleaved (peer, ours, ours with message_cache, in a rotating
 order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no
 saver can pass (it does no I/O at all: its invoke is LangGraph's own cost). (a)invoke times are medians
-over ``--rounds`` threads per contestant; the saver's client CPU per invoke is the thread CPU time spent
-inside its get_tuple, put and put_writes during the sync invokes, divided by their number; bytes and list()
-look at the first thread. Prints each figure and the ratio ours/peer with the target from the issue.
+over ``--rounds`` threads per contestant, in each durability mode (LangGraph's default "async" first, then
+"sync" and "exit", each on threads of its own); the saver's client CPU per invoke is the thread CPU time
+spent inside its get_tuple, put and put_writes during the default mode's sync invokes, divided by their
+number; bytes and list() look at the first thread. Prints each figure and the ratio ours/peer with the
+target from the issue.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.postgres.aio import AsyncPostgresSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
+from langgraph.types import Durability
 from psycopg import sql
 from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
@@ -63,6 +67,10 @@ CACHE = 10_000
 #: stated (until 2026-12-06 ours had its default of 10 against the peer's 4; two interleaved runs of each
 #: showed no difference larger than the run-to-run spread).
 POOL = 4
+#: The issue's invoke targets (ours / PostgresSaver) in each of LangGraph's durability modes: "async" (its
+#: default) saves a step's checkpoint while the next step runs, "sync" before the next step starts, "exit"
+#: only when the run ends.
+TARGETS: dict[str, str] = {"async": "target <= 0.80", "sync": "target <= 0.90", "exit": "target <= 1.00"}
 
 
 def prose(words: int) -> str:
@@ -189,25 +197,31 @@ class CpuMeter:
         return timed
 
 
-def bench_invoke(savers: dict[str, BaseCheckpointSaver[Any]], turns: int, rounds: range) -> dict[str, list[float]]:
+def bench_invoke(
+    savers: dict[str, BaseCheckpointSaver[Any]], turns: int, rounds: range, durability: Durability = "async"
+) -> dict[str, list[float]]:
     """ms per invoke of each saver, on one thread per round, every history growing to ``turns``. The
-    thread of round 0 is the one list() and the byte count look at."""
+    thread of round 0 in the default durability is the one list() and the byte count look at."""
     graphs = {who: graph_builder().compile(checkpointer=s) for who, s in savers.items()}
     times: dict[str, list[float]] = {who: [] for who in savers}
+    mode = "" if durability == "async" else f"{durability}-"
     for r in rounds:
         configs: dict[str, RunnableConfig] = {
-            who: {"configurable": {"thread_id": f"bench-sync-{who}" + (f"-{r}" if r else "")}} for who in savers}
+            who: {"configurable": {"thread_id": f"bench-sync-{mode}{who}" + (f"-{r}" if r else "")}}
+            for who in savers}
         for turn, order in enumerate(rotations(tuple(savers), turns)):
             for who in order:
                 t0 = time.perf_counter()
-                graphs[who].invoke(user_message(turn), configs[who])
+                graphs[who].invoke(user_message(turn), configs[who], durability=durability)
                 times[who].append((time.perf_counter() - t0) * 1000)
     return times
 
 
 async def bench_ainvoke(
-    peer_schema: str, ours_schema: str, cached_schema: str, turns: int, rounds: int
-) -> dict[str, float]:
+    peer_schema: str, ours_schema: str, cached_schema: str, turns: int, rounds: int,
+    modes: tuple[Durability, ...] = ("async",),
+) -> dict[Durability, dict[str, float]]:
+    """Median ms per ainvoke of each saver in each durability mode, modes one after the other."""
     async with AsyncConnectionPool(DSN, min_size=1, max_size=POOL, kwargs=peer_kwargs(peer_schema)) as pool, \
             PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema, max_size=POOL) as ours, \
             PostgresCheckpointer.from_conn_string(DSN, schema=cached_schema, message_cache=CACHE,
@@ -216,16 +230,19 @@ async def bench_ainvoke(
             "peer": AsyncPostgresSaver(pool), "ours": ours, "cached": cached,  # type: ignore[arg-type]
             "memory": InMemorySaver()}
         graphs = {who: graph_builder().compile(checkpointer=s) for who, s in savers.items()}
-        times: dict[str, list[float]] = {who: [] for who in savers}
-        for r in range(rounds):
-            configs: dict[str, RunnableConfig] = {
-                who: {"configurable": {"thread_id": f"bench-async-{who}-{r}"}} for who in savers}
-            for turn, order in enumerate(rotations(tuple(savers), turns)):
-                for who in order:
-                    t0 = time.perf_counter()
-                    await graphs[who].ainvoke(user_message(turn), configs[who])
-                    times[who].append((time.perf_counter() - t0) * 1000)
-    return {who: statistics.median(t) for who, t in times.items()}
+        out: dict[Durability, dict[str, float]] = {}
+        for mode in modes:
+            times: dict[str, list[float]] = {who: [] for who in savers}
+            for r in range(rounds):
+                configs: dict[str, RunnableConfig] = {
+                    who: {"configurable": {"thread_id": f"bench-async-{mode}-{who}-{r}"}} for who in savers}
+                for turn, order in enumerate(rotations(tuple(savers), turns)):
+                    for who in order:
+                        t0 = time.perf_counter()
+                        await graphs[who].ainvoke(user_message(turn), configs[who], durability=mode)
+                        times[who].append((time.perf_counter() - t0) * 1000)
+            out[mode] = {who: statistics.median(t) for who, t in times.items()}
+    return out
 
 
 def bench_read(
@@ -338,9 +355,14 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=8)
     parser.add_argument("--puts", type=int, default=150)
     parser.add_argument("--rounds", type=int, default=3, help="threads per contestant for (a)invoke")
+    parser.add_argument("--durability", type=lambda v: tuple(v.split(",")), default=("async", "sync", "exit"),
+                        help="durability modes to time invoke and ainvoke in, comma-separated "
+                             "(the first section is always 'async', LangGraph's default)")
     parser.add_argument("--bytes-only", type=int, default=0, metavar="N",
                         help="only count bytes, over N threads per library")
     args = parser.parse_args()
+    if unknown := set(args.durability) - set(TARGETS):
+        parser.error(f"--durability: {sorted(unknown)} not among {sorted(TARGETS)}")
     if args.bytes_only:
         bytes_only(args.turns, args.bytes_only)
         return
@@ -374,21 +396,31 @@ def main() -> None:
             lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
             lines.append(ratio_line("  the saver's client CPU per invoke", cpu["peer"], cpu["ours"], "ms",
                                     "target <= 1.00"))
+            for mode in args.durability:
+                if mode == "async":
+                    continue
+                by_mode = bench_invoke(savers, args.turns, range(args.rounds), mode)
+                m = {who: statistics.median(t) for who, t in by_mode.items()}
+                lines.append(ratio_line(f"invoke, durability={mode!r}", m["peer"], m["ours"], "ms", TARGETS[mode]))
+                lines.append(ratio_line(f"  with message_cache={CACHE}", m["peer"], m["cached"], "ms", TARGETS[mode]))
+                lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", m["peer"], m["memory"], "ms", "-"))
             p, o = bench_list(peer, ours)
             list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50")
             p, o = bench_get_tuple(peer, ours)
             get_line = ratio_line(f"get_tuple, {args.turns}-turn thread", p, o, "ms", "target <= 1.00")
-        ms = asyncio.run(bench_ainvoke(peer_schema, ours_schema, cached_schema, args.turns, args.rounds))
-        lines.append(ratio_line(f"ainvoke, history to {args.turns} turns", ms["peer"], ms["ours"], "ms",
-                                "target <= 0.80"))
-        lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", "target <= 0.80"))
-        lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
+        modes = ("async", *(m for m in args.durability if m != "async"))
+        amodes = asyncio.run(bench_ainvoke(peer_schema, ours_schema, cached_schema, args.turns, args.rounds, modes))
+        for mode, ms in amodes.items():
+            what = f"ainvoke, history to {args.turns} turns" if mode == "async" else f"ainvoke, durability={mode!r}"
+            lines.append(ratio_line(what, ms["peer"], ms["ours"], "ms", TARGETS[mode]))
+            lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", TARGETS[mode]))
+            lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
         lines.append(list_line)
         lines.append(get_line)
         p, o = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
         lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
         lines.append(ratio_line(f"bytes stored, {args.turns}-turn thread", bp / 1024, bo / 1024, "KiB",
-                                "target <= 0.20"))
+                                "target <= 0.30 at 50 turns, <= 0.15 at 200"))
         lines += detail
     print(f"pgagentstate PostgresCheckpointer vs PostgresSaver on {DSN.split('@')[-1]}")
     for line in lines:
