@@ -24,7 +24,6 @@ import argparse
 import importlib
 import statistics
 import sys
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -72,29 +71,6 @@ def variant(name: str) -> Toggle:
     return toggle
 
 
-class SideCpu:
-    """Thread CPU inside the saver's get_tuple, put and put_writes, charged to the side whose turn it is."""
-
-    def __init__(self, saver: PostgresCheckpointer) -> None:
-        self.side = "A"
-        self.seconds = {"A": 0.0, "B": 0.0}
-        self._lock = threading.Lock()
-        for name in ("get_tuple", "put", "put_writes"):
-            setattr(saver, name, self._timed(getattr(saver, name)))
-
-    def _timed(self, method: Any) -> Any:
-        def timed(*args: Any, **kwargs: Any) -> Any:
-            start = time.thread_time()
-            try:
-                return method(*args, **kwargs)
-            finally:
-                spent = time.thread_time() - start
-                with self._lock:
-                    self.seconds[self.side] += spent
-
-        return timed
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("variant")
@@ -108,27 +84,29 @@ def main() -> None:
     try:
         with PostgresCheckpointer.from_conn_string(args.dsn, schema=schema, max_size=bench.POOL) as saver:
             saver.setup()
-            cpu = SideCpu(saver)
+            # LangGraph returns from an invoke once its puts are done: what the meter gained during an
+            # invoke is that side's.
+            meter = bench.CpuMeter(saver)
             graph = bench.graph_builder().compile(checkpointer=saver)
             wall_ratios, cpu_ratios = [], []
             for r in range(args.rounds):
                 times: dict[str, list[float]] = {"A": [], "B": []}
-                cpu.seconds = {"A": 0.0, "B": 0.0}
+                cpu = {"A": 0.0, "B": 0.0}
                 for turn in range(args.turns):
                     for side in ("A", "B") if turn % 2 == 0 else ("B", "A"):
                         (on if side == "B" else off)()
-                        cpu.side = side
                         config: Any = {"configurable": {"thread_id": f"{side}-{r}"}}
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), meter.seconds
                         graph.invoke(bench.user_message(turn), config, durability=args.durability)
                         times[side].append(time.perf_counter() - t0)
+                        cpu[side] += meter.seconds - c0
                 off()
                 a, b = statistics.median(times["A"]), statistics.median(times["B"])
                 wall_ratios.append(b / a)
-                cpu_ratios.append(cpu.seconds["B"] / cpu.seconds["A"])
+                cpu_ratios.append(cpu["B"] / cpu["A"])
                 per = 1000 / args.turns
                 print(f"round {r}: invoke A {a * 1000:.2f} ms, B {b * 1000:.2f} ms, B/A {b / a:.3f}; saver CPU "
-                      f"A {cpu.seconds['A'] * per:.2f} ms, B {cpu.seconds['B'] * per:.2f} ms per invoke, "
+                      f"A {cpu['A'] * per:.2f} ms, B {cpu['B'] * per:.2f} ms per invoke, "
                       f"B/A {cpu_ratios[-1]:.3f}", flush=True)
             print(f"{args.variant}: invoke B/A {statistics.median(wall_ratios):.3f}, saver CPU B/A "
                   f"{statistics.median(cpu_ratios):.3f} (medians of {args.rounds} rounds)")
