@@ -299,7 +299,10 @@ class _AsyncSource:
                 return conn
             self._trouble = True
             await conn.close()
-            await pool.putconn(conn)
+            if conn in self._direct:  # connected by this call, not the pool's: the pool would refuse it
+                self._direct.discard(conn)
+            else:
+                await pool.putconn(conn)
         conn = await self._getconn(pool)  # new connections by now; a failure on it is reported as ConnectionLost
         return conn
 

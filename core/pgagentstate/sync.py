@@ -294,7 +294,10 @@ class _SyncSource:
                 return conn
             self._trouble = True
             conn.close()
-            pool.putconn(conn)
+            if conn in self._direct:  # connected by this call, not the pool's: the pool would refuse it
+                self._direct.discard(conn)
+            else:
+                pool.putconn(conn)
         conn = self._getconn(pool)  # new connections by now; a failure on it is reported as ConnectionLost
         return conn
 

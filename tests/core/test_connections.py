@@ -347,3 +347,65 @@ async def test_a_queue_longer_than_the_pool_timeout_waits_while_connections_come
         with pytest.raises(ConnectionLost):
             await store.get_memory(("n",), "k")
         await stall
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_a_direct_connection_that_dies_before_its_call_is_not_handed_to_the_pool(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch, sync: bool
+) -> None:
+    """While the pool has no connection ready after a restart, a call connects itself; the server can die
+    again between that connect and the call (an immediate stop, 1 CI run in ~4 of the restart fault test).
+    That connection was handed to the pool, which refused it with a ValueError no caller could know to
+    retry. It is closed instead, and the call goes on with the next one."""
+    module = __import__("pgagentstate.sync" if sync else "pgagentstate.aio", fromlist=["_reach"])
+    real_reach = module._reach
+    made: list[Any] = []
+
+    def kill(conn: Any) -> None:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", [conn.info.backend_pid])
+        time.sleep(0.2)  # the server's goodbye has reached the socket
+
+    if sync:
+
+        def reach(conninfo: str, kwargs: dict[str, Any]) -> Any:
+            conn = real_reach(conninfo, kwargs)
+            made.append(conn)
+            if len(made) == 1:
+                kill(conn)
+            return conn
+    else:
+
+        async def reach(conninfo: str, kwargs: dict[str, Any]) -> Any:  # type: ignore[misc]
+            conn = await real_reach(conninfo, kwargs)
+            made.append(conn)
+            if len(made) == 1:
+                await asyncio.to_thread(kill, conn)
+            return conn
+
+    monkeypatch.setattr(module, "_reach", reach)
+
+    async def scenario() -> Any:
+        pool: Any = (ConnectionPool if sync else AsyncConnectionPool)(dsn, min_size=1, max_size=1, open=False)
+        if sync:
+            pool.open(wait=True)
+        else:
+            await pool.open(wait=True)
+        store: Any = (StateStore if sync else AsyncStateStore)(pool, schema=schema)
+        held = pool.getconn() if sync else await pool.getconn()  # the pool has nothing ready
+        store._source._trouble = True  # as after a dead connection was found
+        try:
+            got = store.get_conversation("nobody") if sync else await store.get_conversation("nobody")
+            return got, len(store._source._direct)
+        finally:
+            if sync:
+                pool.putconn(held)
+                pool.close()
+            else:
+                await pool.putconn(held)
+                await pool.close()
+
+    got, direct_left = asyncio.run(scenario())
+    assert got is None
+    assert len(made) == 2 and made[0].closed and made[1].closed
+    assert direct_left == 0

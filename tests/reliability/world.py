@@ -35,6 +35,7 @@ import sys
 import tempfile
 import threading
 import time
+import traceback
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
@@ -275,6 +276,8 @@ async def handle_with_retries(
                 raise
         except Exception as exc:  # psycopg_pool.PoolTimeout and the like: report, then retry
             name = f"OTHER:{type(exc).__name__}"
+            # An error no caller could know to retry: its traceback goes to the worker's log, to be found.
+            traceback.print_exc(file=sys.stderr)
             seen[name] += 1
             stats.retries[name] += 1
             if time.monotonic() > deadline:
