@@ -1500,7 +1500,7 @@ class AsyncStateStore:
         forked: bool | None = False,
         framework: str = "",
         user_id: str | None = None,
-    ) -> None:
+    ) -> str:
         """Store a snapshot and the blobs of the channels that changed, in one statement.
 
         A blob's chunks may be passed by hash when stored in the conversation already, and a blob may
@@ -1514,8 +1514,9 @@ class AsyncStateStore:
         decides at write time: not a fork if the namespace has no snapshot yet (so that of two first snapshots
         of a new thread only one wins), else a fork. Storing the same ``snapshot_id`` again replaces its data
         and metadata.
+        Returns the stored version's stamp (see :meth:`get_snapshot_head`).
         """
-        await self.run(
+        return await self.run(
             snapshot_ops.put(
                 self._ctx,
                 conversation_id,
@@ -1570,6 +1571,14 @@ class AsyncStateStore:
             )
         )
         return found[0] if found else None
+
+    async def get_snapshot_head(
+        self, conversation_id: str, *, namespace: str = ""
+    ) -> snapshot_ops.SnapshotHead | None:
+        """The newest snapshot's id, stamp and pending writes, without its blobs: one small statement for a
+        caller that kept what it stored (a stamp equal to the one :meth:`put_snapshot` returned means the
+        head is still that very version). None when the namespace has no snapshot."""
+        return await self.run(snapshot_reads.head(self._ctx, conversation_id, namespace=namespace))
 
     async def list_snapshots(
         self,

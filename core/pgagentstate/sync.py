@@ -1478,7 +1478,7 @@ class StateStore:
         forked: bool | None = False,
         framework: str = "",
         user_id: str | None = None,
-    ) -> None:
+    ) -> str:
         """Store a snapshot and the blobs of the channels that changed, in one statement.
 
         A blob's chunks may be passed by hash when stored in the conversation already, and a blob may
@@ -1492,8 +1492,9 @@ class StateStore:
         decides at write time: not a fork if the namespace has no snapshot yet (so that of two first snapshots
         of a new thread only one wins), else a fork. Storing the same ``snapshot_id`` again replaces its data
         and metadata.
+        Returns the stored version's stamp (see :meth:`get_snapshot_head`).
         """
-        self.run(
+        return self.run(
             snapshot_ops.put(
                 self._ctx,
                 conversation_id,
@@ -1548,6 +1549,12 @@ class StateStore:
             )
         )
         return found[0] if found else None
+
+    def get_snapshot_head(self, conversation_id: str, *, namespace: str = "") -> snapshot_ops.SnapshotHead | None:
+        """The newest snapshot's id, stamp and pending writes, without its blobs: one small statement for a
+        caller that kept what it stored (a stamp equal to the one :meth:`put_snapshot` returned means the
+        head is still that very version). None when the namespace has no snapshot."""
+        return self.run(snapshot_reads.head(self._ctx, conversation_id, namespace=namespace))
 
     def list_snapshots(
         self,

@@ -167,3 +167,21 @@ def test_a_snapshot_whose_chunk_is_gone_is_not_read_short(store: StateStore, dsn
     assert gone == 1
     with pytest.raises(NotFound, match="chunks of channel 'messages'"):
         store.get_snapshot("p1")
+
+
+def test_the_head_stamp_names_the_stored_version_of_the_newest_snapshot(store: StateStore) -> None:
+    """What a saver that kept the snapshot it stored needs: the head's id and stamp, and its pending writes,
+    without its blobs. Storing the head again, or a newer snapshot, changes what the head says."""
+    assert store.get_snapshot_head("h1") is None
+    first = store.put_snapshot("h1", "s1", type="json", data=b"{}")
+    second = store.put_snapshot("h1", "s2", parent_id="s1", type="json", data=b"{}")
+    head = store.get_snapshot_head("h1")
+    assert head is not None and (head.snapshot_id, head.stamp, head.writes) == ("s2", second, ())
+    assert first != second
+    store.put_snapshot_writes("h1", "s2", [SnapshotWrite("t1", 0, "messages", "json", b"[1]")])
+    head = store.get_snapshot_head("h1")
+    assert head is not None and [(w.task_id, w.channel, w.data) for w in head.writes] == [("t1", "messages", b"[1]")]
+    again = store.put_snapshot("h1", "s2", parent_id="s1", type="json", data=b'{"a": 1}')
+    head = store.get_snapshot_head("h1")
+    assert head is not None and head.stamp == again != second
+    assert store.get_snapshot_head("h1", namespace="sub") is None

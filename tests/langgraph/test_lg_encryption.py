@@ -141,17 +141,24 @@ def tampered(dsn: str, schema: str, statement: str) -> None:
 
 
 def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer, dsn: str, schema: str) -> None:
+    # Read back by another saver (another process): the writer answers get_tuple of a thread it stored
+    # last from what it stored (head_cache), which no tampering in the database can change.
+    with PostgresCheckpointer.from_conn_string(dsn, schema=schema, encryption=encryption()) as reader:
+        _tamper_and_read(esaver, reader, dsn, schema)
+
+
+def _tamper_and_read(esaver: PostgresCheckpointer, reader: PostgresCheckpointer, dsn: str, schema: str) -> None:
     run(esaver, "t1", turns=2)
     esaver.copy_thread("t1", "t2")
     for thread in ("t1", "t2"):
-        assert esaver.get_tuple(cfg(thread)) is not None
+        assert reader.get_tuple(cfg(thread)) is not None
     # The body of the newest checkpoint of t2 replaced by t1's (same namespace and checkpoint id: only
     # the conversation differs).
     tampered(dsn, schema, "UPDATE {s}.snapshots d SET data = o.data FROM {s}.snapshots o "
                           "WHERE o.conversation_id = 't1' AND d.conversation_id = 't2' "
                           "AND o.snapshot_id = d.snapshot_id")
     with pytest.raises(IntegrityError):
-        esaver.get_tuple(cfg("t2"))
+        reader.get_tuple(cfg("t2"))
     run(esaver, "t3", turns=2)
     # Chunks (messages) replaced by another chunk of the same thread: every chunk but one gets that one's
     # ciphertext, so whichever chunks the newest checkpoint reads, one of them is out of place.
@@ -160,9 +167,9 @@ def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer,
                           "WHERE d.conversation_id = 't3' AND d.hash <> (SELECT hash FROM {s}.snapshot_chunks "
                           "WHERE conversation_id = 't3' ORDER BY hash DESC LIMIT 1)")
     with pytest.raises(IntegrityError):
-        esaver.get_tuple(cfg("t3"))
+        reader.get_tuple(cfg("t3"))
     with pytest.raises(IntegrityError):
-        list(esaver.list(cfg("t3")))
+        list(reader.list(cfg("t3")))
     run(esaver, "t4", turns=1)
     # Metadata of one checkpoint replaced by another checkpoint's.
     tampered(dsn, schema, "UPDATE {s}.snapshots d SET metadata = (SELECT metadata FROM {s}.snapshots "
@@ -170,9 +177,9 @@ def test_a_ciphertext_moved_to_another_place_fails(esaver: PostgresCheckpointer,
                           "WHERE d.conversation_id = 't4' AND d.snapshot_id = (SELECT snapshot_id FROM {s}.snapshots "
                           "WHERE conversation_id = 't4' ORDER BY snapshot_id DESC LIMIT 1)")
     with pytest.raises(IntegrityError):
-        esaver.get_tuple(cfg("t4"))
+        reader.get_tuple(cfg("t4"))
     with pytest.raises(IntegrityError):
-        list(esaver.list(cfg("t4"), filter={"source": "loop"}))
+        list(reader.list(cfg("t4"), filter={"source": "loop"}))
 
 
 def test_a_pending_write_moved_to_another_row_fails(esaver: PostgresCheckpointer, dsn: str, schema: str) -> None:

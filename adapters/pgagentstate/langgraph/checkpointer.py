@@ -32,6 +32,7 @@ from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob
 
 from . import _codec as codec
 from ._forks import ForkPoints
+from ._heads import DEFAULT_BYTES, HeadCache
 from ._new_chains import NewChains
 from ._objcache import ObjectCache
 from ._stores import ConnectionLike, HasStores, Opened, StoreCall, Stores
@@ -55,6 +56,11 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     Only for graphs whose nodes never mutate a message in place: the same message objects are then
     shared by successive runs of a thread (see ``docs/langgraph.md``).
 
+    ``head_cache`` (bytes, 32 MiB by default; 0 turns it off) keeps the checkpoint this saver stored last
+    in each thread, so that the next run's ``get_tuple`` of the thread reads only the head's id, stamp and
+    pending writes (one small statement) and decodes the kept bytes, instead of reading the whole
+    checkpoint back. A head that another writer moved or stored again is read from the database.
+
         with PostgresCheckpointer.from_conn_string(DB_URI) as checkpointer:
             checkpointer.setup()
             graph = builder.compile(checkpointer=checkpointer)
@@ -72,6 +78,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         pgbouncer: bool | None = None,
         max_size: int = 10,
         message_cache: int = 0,
+        head_cache: int = DEFAULT_BYTES,
         encryption: Encryption | None = None,
     ) -> None:
         # ``pipe`` (a psycopg pipeline on ``conn``) is accepted as PostgresSaver's signature has it: the
@@ -85,6 +92,7 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             kw["encryption"] = encryption
         self._stores = Stores(conn, store, **kw)
         self._known = codec.KnownChunks()
+        self._heads = HeadCache(head_cache)
         self._forks = ForkPoints()
         self._new_chains = NewChains()
         self._cache = ObjectCache(message_cache) if message_cache > 0 else None
@@ -122,6 +130,11 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the latest of its thread and namespace, in one round trip."""
         thread_id, ns, checkpoint_id = codec.thread_of(config)
+        kept = None if checkpoint_id is not None else self._heads.kept(thread_id, ns)
+        if kept is not None:
+            head = self._heads.current(kept, self._run(lambda s: s.get_snapshot_head(thread_id, namespace=ns)))
+            if head is not None:
+                return self._decoded(head)
         snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
         tup = self._loaded(snap, checkpoint_id is not None)
         if tup is not None and (parent_id := codec.legacy_parent(tup)):
@@ -130,6 +143,13 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         thread_id, ns, checkpoint_id = codec.thread_of(config)
+        kept = None if checkpoint_id is not None else self._heads.kept(thread_id, ns)
+        if kept is not None:
+            head = self._heads.current(
+                kept, await self._arun(lambda s: s.get_snapshot_head(thread_id, namespace=ns))
+            )
+            if head is not None:
+                return self._decoded(head)
         snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
         tup = self._loaded(snap, checkpoint_id is not None)
         if tup is not None and (parent_id := codec.legacy_parent(tup)):
@@ -143,6 +163,11 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         self._forks.read(snap, named)
         self._known.remember_read(snap)
         return codec.to_tuple(codec.Decoder(self.serde, self._cache), snap)
+
+    def _decoded(self, head: Snapshot) -> CheckpointTuple:
+        """The thread's head as this saver stored it (checked current: see ``_heads``)."""
+        self._forks.read(head, False)
+        return codec.to_tuple(codec.Decoder(self.serde, self._cache), head)
 
     def list(
         self,
@@ -227,35 +252,43 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         retry = any(b.base is not None or any(isinstance(p, str) for p in b.chunks) for b in sendable)
         sid = checkpoint["id"]
 
+        def keep(stamp: str) -> None:
+            self._heads.stored(
+                thread_id, ns, snapshot_id=sid, parent_id=parent_id, type=typ, data=data, metadata=meta,
+                channel_versions=versions, blobs=blobs, stamp=stamp,
+            )
+
         def call(s: Any) -> Any:
             if isinstance(s, AsyncStateStore):
-                return self._aput_snapshot(s, thread_id, sid, kw, sendable, blobs if retry else None, stored)
+                return self._aput_snapshot(s, thread_id, sid, kw, sendable, blobs if retry else None, stored, keep)
             try:
-                s.put_snapshot(thread_id, sid, blobs=sendable, **kw)
+                stamp = s.put_snapshot(thread_id, sid, blobs=sendable, **kw)
             except NotFound:
                 if not retry:
                     raise
                 self._known.forget([thread_id])
-                s.put_snapshot(thread_id, sid, blobs=blobs, **kw)
+                stamp = s.put_snapshot(thread_id, sid, blobs=blobs, **kw)
                 stored[:] = codec.all_whole(blobs)
             self._known.remember(thread_id, ns, stored)
+            keep(stamp)
 
         return call
 
     async def _aput_snapshot(
         self, store: AsyncStateStore, thread_id: str, sid: str, kw: dict[str, Any],
         sendable: Sequence[SnapshotBlob], full: Sequence[SnapshotBlob] | None,
-        stored: Sequence[codec.Stored],
+        stored: Sequence[codec.Stored], keep: Callable[[str], None],
     ) -> None:
         try:
-            await store.put_snapshot(thread_id, sid, blobs=sendable, **kw)
+            stamp = await store.put_snapshot(thread_id, sid, blobs=sendable, **kw)
         except NotFound:
             if full is None:
                 raise
             self._known.forget([thread_id])
-            await store.put_snapshot(thread_id, sid, blobs=full, **kw)
+            stamp = await store.put_snapshot(thread_id, sid, blobs=full, **kw)
             stored = codec.all_whole(full)
         self._known.remember(thread_id, kw["namespace"], stored)
+        keep(stamp)
 
     def put_writes(
         self,
@@ -301,10 +334,12 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         """Delete the thread (its conversation, checkpoints and writes); late writes of runs still in
         flight are dropped instead of recreating it."""
         self._known.forget([str(thread_id)])
+        self._heads.forget([str(thread_id)])
         self._run(lambda s: s.delete_snapshot_conversation(str(thread_id)))
 
     async def adelete_thread(self, thread_id: str) -> None:
         self._known.forget([str(thread_id)])
+        self._heads.forget([str(thread_id)])
         await self._arun(lambda s: s.delete_snapshot_conversation(str(thread_id)))
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:

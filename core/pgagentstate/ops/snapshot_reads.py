@@ -17,6 +17,7 @@ from .snapshots import (
     ChannelHistory,
     Snapshot,
     SnapshotBlob,
+    SnapshotHead,
     SnapshotWrite,
     _ids,
     _open,
@@ -202,6 +203,19 @@ def read(
             )
         )
     return out
+
+
+def head(ctx: Ctx, conversation_id: str, *, namespace: str) -> Op[SnapshotHead | None]:
+    """The newest snapshot's id and stamp, with its pending writes, without its contents: one small
+    statement, for a caller that holds the contents of the snapshot it stored last (a stamp that still
+    matches means the head is that very version)."""
+    _ids(ctx, conversation_id, namespace)
+    rows = yield from many("snapshot_head_writes", binary=True, conversation_id=conversation_id, namespace=namespace)
+    found = [r for r in rows if r[0] == "h"]
+    if not found:
+        return None
+    writes = sorted((_write(ctx, r) for r in rows if r[0] == "w"), key=_write_key)
+    return SnapshotHead(snapshot_id=found[0][3], stamp=found[0][8], writes=tuple(writes))
 
 
 def chain(

@@ -82,6 +82,17 @@ class Snapshot:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotHead:
+    """The newest snapshot of a namespace, without its contents: its id, its ``stamp`` (the same string
+    :func:`put` returned when it stored this version of the snapshot; storing the snapshot again changes
+    it) and its pending writes."""
+
+    snapshot_id: str
+    stamp: str
+    writes: tuple[SnapshotWrite, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
 class ChannelHistory:
     """What one channel needs to be rebuilt at a snapshot: its nearest stored value among the ancestors
     (``seed``, None when the walk reached the root) and the writes after it, oldest first."""
@@ -226,7 +237,7 @@ def put(
     forked: bool | None,
     framework: str,
     user_id: str | None = None,
-) -> Op[None]:
+) -> Op[str]:
     lim = ctx.limits
     _ids(ctx, conversation_id, namespace)
     check_id(snapshot_id, "snapshot_id", lim)
@@ -288,7 +299,7 @@ def put(
         ),
         "n_bases": sum(b is not None for b in bases),
     }
-    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "rowcount"),)
+    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "one"),)
     # The conversation gets its user when a snapshot creates it: erase_user/export_user then cover the thread.
     conv = {
         "conversation_id": conversation_id, "framework": check_text(framework, "framework", lim),
@@ -325,6 +336,7 @@ def put(
             f"chunks passed by hash, or base versions of blobs, are not stored in conversation "
             f"{conversation_id!r}; send the whole blobs"
         )
+    return str(results[-1][0])
 
 
 def put_writes(

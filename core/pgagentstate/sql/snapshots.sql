@@ -91,6 +91,7 @@ WHERE (SELECT ok FROM ok)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
 SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
     channel_versions = EXCLUDED.channel_versions, run_id = EXCLUDED.run_id
+RETURNING s.xmin::text
 
 -- name: snapshot_conversation_ensure
 -- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
@@ -120,6 +121,26 @@ SELECT {schema}.id_text(s.snapshot_id) FROM {schema}.snapshots s
 WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
 ORDER BY s.snapshot_id DESC
 LIMIT 1
+
+-- name: snapshot_head_writes
+-- The newest snapshot of a namespace ('h': its id and stamp, the transaction that wrote this version of
+-- its row: a snapshot stored again gets a new one) and its pending writes ('w', as snapshot_read returns
+-- them). What a caller that knows a snapshot's contents needs to tell whether it is still the head.
+WITH h AS MATERIALIZED (
+    SELECT s.conversation_id, s.namespace, s.snapshot_id, s.xmin::text AS stamp FROM {schema}.snapshots s
+    WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
+    ORDER BY s.snapshot_id DESC
+    LIMIT 1
+)
+SELECT 'h'::text, h.conversation_id, h.namespace, {schema}.id_text(h.snapshot_id), NULL::text, NULL::text,
+       NULL::text, NULL::bytea, h.stamp, NULL::text, NULL::text[], NULL::int, NULL::boolean
+FROM h
+UNION ALL
+SELECT 'w', w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), w.task_path, w.channel, w.type, w.data,
+       {schema}.id_text(w.task_id), NULL, NULL, w.idx, NULL
+FROM h JOIN {schema}.snapshot_writes w
+  ON w.tenant_id = %(tenant)s AND w.conversation_id = h.conversation_id AND w.namespace = h.namespace
+ AND w.snapshot_id = h.snapshot_id
 
 -- name: snapshot_writes_put
 -- Regular writes (idx >= 0): the first writer wins. Special channels (negative idx: error, interrupt,
