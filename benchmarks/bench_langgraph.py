@@ -408,6 +408,10 @@ def main() -> None:
             list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50")
             p, o = bench_get_tuple(peer, ours)
             get_line = ratio_line(f"get_tuple, {args.turns}-turn thread", p, o, "ms", "target <= 1.00")
+            # The same read by another process, whose saver did not store the thread's head (nothing kept).
+            with PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema, max_size=POOL, head_cache=0) as cold:
+                p, o = bench_get_tuple(peer, cold)
+            get_line += "\n" + ratio_line("  by a saver that did not store it", p, o, "ms", "target <= 1.00")
         modes = ("async", *(m for m in args.durability if m != "async"))
         amodes = asyncio.run(bench_ainvoke(peer_schema, ours_schema, cached_schema, args.turns, args.rounds, modes))
         for mode, ms in amodes.items():

@@ -22,6 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from pgagentstate.codec import decode_text, encode
+from pgagentstate.errors import PgAgentStateError
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob, SnapshotHead
 
 #: Default bound of a saver's kept checkpoints: 32 MiB holds the latest checkpoint of ~160 threads of 200
@@ -29,15 +30,27 @@ from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob, SnapshotHead
 DEFAULT_BYTES = 32 * 1024 * 1024
 
 
-def _size(snap: Snapshot) -> int:
-    return len(snap.data) + sum(len(c) for b in snap.blobs.values() for c in b.chunks if isinstance(c, bytes))
+def _blob_size(blob: SnapshotBlob) -> int:
+    """Bytes of a blob's chunks; -1 when one is passed by hash (nothing to decode it from)."""
+    if str in set(map(type, blob.chunks)):
+        return -1
+    return sum(map(len, blob.chunks))
+
+
+class _Entry:
+    __slots__ = ("json", "size", "sizes", "snap", "stamp")
+
+    def __init__(self, snap: Snapshot, stamp: str, sizes: dict[str, int], json: tuple[str, str]) -> None:
+        self.snap, self.stamp, self.sizes, self.json = snap, stamp, sizes, json
+        self.size = len(snap.data) + sum(sizes.values()) + len(json[0]) + len(json[1])
 
 
 class HeadCache:
-    """(thread, namespace) -> (the snapshot as a read would return it, without writes; its stamp)."""
+    """(thread, namespace) -> the snapshot this saver stored last there, as a read would return it (without
+    pending writes), and the stamp its put returned."""
 
     def __init__(self, max_bytes: int = DEFAULT_BYTES) -> None:
-        self._entries: OrderedDict[tuple[str, str], tuple[Snapshot, str, int]] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], _Entry] = OrderedDict()
         self._lock = threading.Lock()
         self._bytes = 0
         self.max_bytes = max_bytes
@@ -57,66 +70,65 @@ class HeadCache:
         stamp: str,
     ) -> None:
         """A put succeeded: keep what a read of the thread would now return. The blobs of channels that did
-        not move come from the kept parent; without it (or with a chunk passed by hash) nothing is kept."""
+        not move come from the kept parent; without it (or with a chunk passed by hash) nothing is kept.
+        Linear in the blobs that moved only (a put costs ~10 us more), not in the thread's history."""
         if self.max_bytes <= 0:
             return
         key = (thread_id, namespace)
         with self._lock:
             prev = self._entries.pop(key, None)
             if prev is not None:
-                self._bytes -= prev[2]
-        parent = prev[0] if prev is not None and prev[0].snapshot_id == parent_id else None
+                self._bytes -= prev.size
+        parent = prev if prev is not None and prev.snap.snapshot_id == parent_id else None
         moved = {b.channel: b for b in blobs}
         kept: dict[str, SnapshotBlob] = {}
+        sizes: dict[str, int] = {}
         for channel, version in channel_versions.items():
             blob = moved.get(channel)
-            if blob is None:
-                blob = None if parent is None else parent.blobs.get(channel)
-                if blob is None or blob.version != str(version):
+            if blob is not None:
+                size = _blob_size(blob)
+                if size < 0:
+                    return
+            else:
+                blob = None if parent is None else parent.snap.blobs.get(channel)
+                if parent is None or blob is None or blob.version != str(version):
                     return  # stored by a checkpoint this saver did not keep
-            if not all(isinstance(c, bytes) for c in blob.chunks):
-                return
-            kept[channel] = blob
-        snap = Snapshot(
-            conversation_id=thread_id,
-            namespace=namespace,
-            snapshot_id=snapshot_id,
-            parent_id=parent_id,
-            type=type,
-            data=data,
-            # As the store hands them back: JSON values (a tuple comes back a list).
-            metadata=decode_text(encode(dict(metadata))),
-            channel_versions=decode_text(encode(dict(channel_versions))),
-            blobs=kept,
-            is_head=True,
-        )
-        size = _size(snap)
-        if size > self.max_bytes // 4:
+                size = parent.sizes[channel]
+            kept[channel], sizes[channel] = blob, size
+        try:  # as JSON text: what the store hands back (JSON values), and safe from later changes
+            texts = encode(dict(metadata)), encode(dict(channel_versions))
+        except PgAgentStateError:  # beyond the default limits (a store with larger ones took it): not kept
+            return
+        snap = Snapshot(thread_id, namespace, snapshot_id, parent_id, type, data, {}, dict(channel_versions), kept,
+                        is_head=True)  # fmt: skip
+        entry = _Entry(snap, stamp, sizes, texts)
+        if entry.size > self.max_bytes // 4:
             return  # one thread must not evict every other
         with self._lock:
-            self._entries[key] = (snap, stamp, size)
-            self._bytes += size
+            self._entries[key] = entry
+            self._bytes += entry.size
             while self._bytes > self.max_bytes:
-                _, (_, _, dropped) = self._entries.popitem(last=False)
-                self._bytes -= dropped
+                _, dropped = self._entries.popitem(last=False)
+                self._bytes -= dropped.size
 
-    def kept(self, thread_id: str, namespace: str) -> tuple[Snapshot, str] | None:
+    def kept(self, thread_id: str, namespace: str) -> _Entry | None:
         with self._lock:
             entry = self._entries.get((thread_id, namespace))
-            if entry is None:
-                return None
-            self._entries.move_to_end((thread_id, namespace))
-        return entry[0], entry[1]
+            if entry is not None:
+                self._entries.move_to_end((thread_id, namespace))
+            return entry
 
-    def current(self, kept: tuple[Snapshot, str], head: SnapshotHead | None) -> Snapshot | None:
+    def current(self, kept: _Entry, head: SnapshotHead | None) -> Snapshot | None:
         """The kept snapshot with the head's pending writes, if the head is still that stored version."""
-        snap, stamp = kept
-        if head is None or head.snapshot_id != snap.snapshot_id or head.stamp != stamp:
+        snap = kept.snap
+        if head is None or head.snapshot_id != snap.snapshot_id or head.stamp != kept.stamp:
             self.forget([snap.conversation_id])
             return None
-        return replace(snap, writes=head.writes)
+        metadata, versions = kept.json
+        return replace(snap, metadata=decode_text(metadata), channel_versions=decode_text(versions),
+                       writes=head.writes)  # fmt: skip
 
     def forget(self, thread_ids: Sequence[str] | None = None) -> None:
         with self._lock:
             for key in [k for k in self._entries if thread_ids is None or k[0] in thread_ids]:
-                self._bytes -= self._entries.pop(key)[2]
+                self._bytes -= self._entries.pop(key).size

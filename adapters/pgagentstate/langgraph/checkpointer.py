@@ -133,8 +133,8 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         kept = None if checkpoint_id is not None else self._heads.kept(thread_id, ns)
         if kept is not None:
             head = self._heads.current(kept, self._run(lambda s: s.get_snapshot_head(thread_id, namespace=ns)))
-            if head is not None:
-                return self._decoded(head)
+            if head is not None and (kept_tuple := self._decoded(head)) is not None:
+                return kept_tuple
         snap = self._run(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
         tup = self._loaded(snap, checkpoint_id is not None)
         if tup is not None and (parent_id := codec.legacy_parent(tup)):
@@ -148,8 +148,8 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
             head = self._heads.current(
                 kept, await self._arun(lambda s: s.get_snapshot_head(thread_id, namespace=ns))
             )
-            if head is not None:
-                return self._decoded(head)
+            if head is not None and (kept_tuple := self._decoded(head)) is not None:
+                return kept_tuple
         snap = await self._arun(lambda s: s.get_snapshot(thread_id, namespace=ns, snapshot_id=checkpoint_id))
         tup = self._loaded(snap, checkpoint_id is not None)
         if tup is not None and (parent_id := codec.legacy_parent(tup)):
@@ -164,10 +164,14 @@ class PostgresCheckpointer(HasStores, BaseCheckpointSaver[str]):
         self._known.remember_read(snap)
         return codec.to_tuple(codec.Decoder(self.serde, self._cache), snap)
 
-    def _decoded(self, head: Snapshot) -> CheckpointTuple:
-        """The thread's head as this saver stored it (checked current: see ``_heads``)."""
+    def _decoded(self, head: Snapshot) -> CheckpointTuple | None:
+        """The thread's head as this saver stored it (checked current: see ``_heads``); None for a legacy
+        checkpoint (format < 4), whose pending sends come from its parent's writes: read from the store."""
+        tup = codec.to_tuple(codec.Decoder(self.serde, self._cache), head)
+        if codec.legacy_parent(tup):
+            return None
         self._forks.read(head, False)
-        return codec.to_tuple(codec.Decoder(self.serde, self._cache), head)
+        return tup
 
     def list(
         self,

@@ -91,7 +91,7 @@ WHERE (SELECT ok FROM ok)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
 SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
     channel_versions = EXCLUDED.channel_versions, run_id = EXCLUDED.run_id
-RETURNING s.xmin::text
+RETURNING s.xmin::text || s.ctid::text
 
 -- name: snapshot_conversation_ensure
 -- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
@@ -124,10 +124,12 @@ LIMIT 1
 
 -- name: snapshot_head_writes
 -- The newest snapshot of a namespace ('h': its id and stamp, the transaction that wrote this version of
--- its row: a snapshot stored again gets a new one) and its pending writes ('w', as snapshot_read returns
--- them). What a caller that knows a snapshot's contents needs to tell whether it is still the head.
+-- its row and where the row version is: a snapshot stored again, even in the same transaction, gets a new
+-- stamp) and its pending writes ('w', as snapshot_read returns them). What a caller that knows a
+-- snapshot's contents needs to tell whether it is still the head.
 WITH h AS MATERIALIZED (
-    SELECT s.conversation_id, s.namespace, s.snapshot_id, s.xmin::text AS stamp FROM {schema}.snapshots s
+    SELECT s.conversation_id, s.namespace, s.snapshot_id, s.xmin::text || s.ctid::text AS stamp
+    FROM {schema}.snapshots s
     WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
     ORDER BY s.snapshot_id DESC
     LIMIT 1
