@@ -53,6 +53,9 @@ _SKIP_THROUGH_PGBOUNCER = {
     # tests/reliability/test_pgbouncer.py::test_server_connections_killed_behind_pgbouncer covers that instead.
     "test_idle_connections_killed_by_the_server_are_replaced": "the store's connections are PgBouncer's clients",
     "test_a_read_on_a_connection_that_died_unseen_runs_again": "the store's connections are PgBouncer's clients",
+    "test_a_direct_connection_that_dies_before_its_call_is_not_handed_to_the_pool": (
+        "the store's connections are PgBouncer's clients"
+    ),
     # It counts the store's server backends by application_name after each loop closed its pool; behind
     # PgBouncer those are PgBouncer's server connections, which stay in its pool, named as their last client,
     # until another client takes them (it passed when the check's own query happened to reuse the last one,
