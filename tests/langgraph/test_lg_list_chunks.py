@@ -11,7 +11,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 from pgagentstate.langgraph import _codec, _msgpack_lists
 from pgagentstate.ops import snapshots
-from pgagentstate.ops.snapshots import chunk_hash, chunk_hashes
+from pgagentstate.ops.snapshots import SnapshotBlob, chunk_hash, chunk_hashes
 
 
 class Tag(str):
@@ -36,12 +36,17 @@ def messages(n: int, size: int = 40) -> list[Any]:
 def test_list_cut_at_once_gives_the_pieces_of_each_element(size: int) -> None:
     serde = JsonPlusSerializer()
     values = messages(6, size)
-    pieces = _msgpack_lists._cut(serde, values)
-    assert pieces is not None
+    cut = _msgpack_lists._cut(serde, values)
+    assert cut is not None
+    pieces, packed = cut
     assert pieces == one_by_one(serde, values)
     blob = _codec.dump_blob(serde, "messages", "v1", values)
     assert blob.chunks == one_by_one(serde, values)
     assert blob.hashes == tuple(chunk_hash(p) for p in blob.chunks)
+    # The whole array decodes to the list in one call, as the chunks do one by one.
+    assert isinstance(blob, _codec.PackedList) and blob.packed == packed
+    assert _codec.Decoder(serde).blob(blob) == values == _codec.Decoder(serde).blob(
+        SnapshotBlob("messages", "v1", blob.type, blob.chunks, hashes=blob.hashes))
 
 
 @pytest.mark.parametrize(

@@ -19,6 +19,7 @@ import random
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
@@ -107,6 +108,16 @@ def _inline(value: Any) -> bool:
     return value is None or t is bool or t is int or t is float or (t is str and len(value) <= INLINE_STR_MAX)
 
 
+@dataclass(frozen=True, slots=True)
+class PackedList(SnapshotBlob):
+    """A list blob as a put made it, with the whole list as the one msgpack array it was serialised as
+    (``JsonPlusSerializer`` packs a list in one call): the saver keeps the blobs it stored last (see
+    ``_heads``), and decoding that array is one ``loads``, as PostgresSaver decodes its list blob, where
+    rejoining 400 chunks first cost ~0.3 ms."""
+
+    packed: bytes = b""
+
+
 def dump_blob(
     serde: SerializerProtocol, channel: str, version: str, value: Any, cache: ObjectCache | None = None
 ) -> SnapshotBlob:
@@ -120,7 +131,9 @@ def dump_blob(
             typ, data = _compress(typ, data)
         return SnapshotBlob(channel, version, typ, (data,))
     if cache is None:
-        pieces = list_pieces(serde, value)
+        pieces, packed = list_pieces(serde, value)
+        if packed is not None:
+            return PackedList(channel, version, LIST_TYPE, pieces, hashes=chunk_hashes(pieces), packed=packed)
         return SnapshotBlob(channel, version, LIST_TYPE, pieces, hashes=chunk_hashes(pieces))
     chunks: list[bytes] = []
     hashes: list[str] = []
@@ -195,6 +208,8 @@ class Decoder:
                 self.cache.add(obj, chunk, h)
 
     def blob(self, blob: SnapshotBlob) -> Any:
+        if type(blob) is PackedList and self._batch and self.cache is None:
+            return self.serde.loads_typed(("msgpack", blob.packed))
         if blob.type == LIST_TYPE:
             hashes = blob.hashes if len(blob.hashes) == len(blob.chunks) else None
             if self._batch:

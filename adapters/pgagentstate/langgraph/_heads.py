@@ -25,16 +25,21 @@ from pgagentstate.codec import decode_text, encode
 from pgagentstate.errors import PgAgentStateError
 from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob, SnapshotHead
 
+from ._codec import PackedList
+
 #: Default bound of a saver's kept checkpoints: 32 MiB holds the latest checkpoint of ~160 threads of 200
 #: turns (~200 KiB each) or ~650 of 50 turns.
 DEFAULT_BYTES = 32 * 1024 * 1024
 
 
-def _blob_size(blob: SnapshotBlob) -> int:
-    """Bytes of a blob's chunks; -1 when one is passed by hash (nothing to decode it from)."""
+def _kept_blob(blob: SnapshotBlob) -> tuple[SnapshotBlob, int] | None:
+    """What to keep of a blob a put stored, and its bytes; None when a chunk went by hash (nothing to decode
+    it from). A list packed in one call keeps only that array (what decoding needs), not its chunks too."""
+    if type(blob) is PackedList:
+        return PackedList(blob.channel, blob.version, blob.type, (), packed=blob.packed), len(blob.packed)
     if str in set(map(type, blob.chunks)):
-        return -1
-    return sum(map(len, blob.chunks))
+        return None
+    return blob, sum(map(len, blob.chunks))
 
 
 class _Entry:
@@ -86,9 +91,10 @@ class HeadCache:
         for channel, version in channel_versions.items():
             blob = moved.get(channel)
             if blob is not None:
-                size = _blob_size(blob)
-                if size < 0:
+                kept_blob = _kept_blob(blob)
+                if kept_blob is None:
                     return
+                blob, size = kept_blob
             else:
                 blob = None if parent is None else parent.snap.blobs.get(channel)
                 if parent is None or blob is None or blob.version != str(version):

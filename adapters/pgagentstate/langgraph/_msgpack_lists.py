@@ -9,9 +9,13 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 
 
-def list_pieces(serde: SerializerProtocol, values: list[Any]) -> tuple[bytes, ...]:
-    """The chunk of each element, as :func:`piece_of` makes it."""
-    return _cut(serde, values) or tuple(piece_of(serde, v) for v in values)
+def list_pieces(serde: SerializerProtocol, values: list[Any]) -> tuple[tuple[bytes, ...], bytes | None]:
+    """The chunk of each element, as :func:`piece_of` makes it, and the whole list as one msgpack array when
+    it was packed in one call (what a single ``loads`` turns back into the list), else None."""
+    cut = _cut(serde, values)
+    if cut is not None:
+        return cut
+    return tuple(piece_of(serde, v) for v in values), None
 
 
 def piece_of(serde: SerializerProtocol, value: Any) -> bytes:
@@ -27,8 +31,9 @@ _FIXEXT = {0xD4: 1, 0xD5: 2, 0xD6: 4, 0xD7: 8, 0xD8: 16}
 _NATIVE = frozenset({dict, list, tuple, str, bytes, int, float, bool, type(None)})
 
 
-def _cut(serde: SerializerProtocol, values: list[Any]) -> tuple[bytes, ...] | None:
-    """The chunks of :func:`piece_of` for each element, from one serialisation of the whole list, or None.
+def _cut(serde: SerializerProtocol, values: list[Any]) -> tuple[tuple[bytes, ...], bytes] | None:
+    """The chunks of :func:`piece_of` for each element, from one serialisation of the whole list (returned
+    too), or None.
 
     ``JsonPlusSerializer`` writes a message (any object it does not map natively) as a msgpack ext, whose
     header holds its length, and msgpack encodes an element the same inside an array as alone: so the list
@@ -70,7 +75,7 @@ def _cut(serde: SerializerProtocol, values: list[Any]) -> tuple[bytes, ...] | No
             return None
         out.append(tag + data[pos:end])
         pos = end
-    return tuple(out) if pos == size else None
+    return (tuple(out), data) if pos == size else None
 
 
 def array_header(n: int) -> bytes:
