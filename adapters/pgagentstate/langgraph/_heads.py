@@ -8,9 +8,9 @@ checkpoint kept as it was stored, the read is one small statement that returns t
 its pending writes; the checkpoint is then decoded from the kept bytes, as from a read (fresh objects every
 time: nothing is shared between two reads).
 
-Only a hint: the head's id and stamp (the transaction that stored that version of the snapshot row) must
-match what the put returned, else the saver reads the store (another process continued the thread, stored
-the same checkpoint again, deleted or pruned it). Entries are bounded by the bytes they hold.
+Only a hint: the head's id and stamp (a hash of what a read of the snapshot row returns) must match what
+the put returned, else the saver reads the store (another process continued the thread, stored the same
+checkpoint again with other contents, deleted or pruned it). Entries are bounded by the bytes they hold.
 """
 
 from __future__ import annotations

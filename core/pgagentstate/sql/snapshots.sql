@@ -94,7 +94,7 @@ WHERE (SELECT ok FROM ok)
 ON CONFLICT (tenant_id, conversation_id, namespace, snapshot_id) DO UPDATE
 SET type = EXCLUDED.type, data = EXCLUDED.data, metadata = EXCLUDED.metadata,
     channel_versions = EXCLUDED.channel_versions, run_id = EXCLUDED.run_id
-RETURNING s.xmin::text || s.ctid::text
+RETURNING {_snapshot_stamp}
 
 -- name: snapshot_conversation_ensure
 -- Creates the conversation a chain starts in. Unless %(revive)s, a conversation deleted through
@@ -126,12 +126,11 @@ ORDER BY s.snapshot_id DESC
 LIMIT 1
 
 -- name: snapshot_head_writes
--- The newest snapshot of a namespace ('h': its id and stamp, the transaction that wrote this version of
--- its row and where the row version is: a snapshot stored again, even in the same transaction, gets a new
--- stamp) and its pending writes ('w', as snapshot_read returns them). What a caller that knows a
--- snapshot's contents needs to tell whether it is still the head.
+-- The newest snapshot of a namespace ('h': its id and stamp) and its pending writes ('w', as
+-- snapshot_read returns them). What a caller that knows a snapshot's contents needs to tell whether it is
+-- still the head.
 WITH h AS MATERIALIZED (
-    SELECT s.conversation_id, s.namespace, s.snapshot_id, s.xmin::text || s.ctid::text AS stamp
+    SELECT s.conversation_id, s.namespace, s.snapshot_id, {_snapshot_stamp} AS stamp
     FROM {schema}.snapshots s
     WHERE s.tenant_id = %(tenant)s AND s.conversation_id = %(conversation_id)s AND s.namespace = %(namespace)s
     ORDER BY s.snapshot_id DESC
@@ -146,6 +145,13 @@ SELECT 'w', w.conversation_id, w.namespace, {schema}.id_text(w.snapshot_id), w.t
 FROM h JOIN {schema}.snapshot_writes w
   ON w.tenant_id = %(tenant)s AND w.conversation_id = h.conversation_id AND w.namespace = h.namespace
  AND w.snapshot_id = h.snapshot_id
+
+-- name: _snapshot_stamp
+-- What snapshot_put returns and snapshot_head_writes reads: a hash of what a read of the snapshot row
+-- returns (parent, type, body, metadata, blob versions; blobs are immutable per version), so that a
+-- caller holding what it stored can tell it is still what is stored. Not xmin/ctid: a partitioned table
+-- cannot return system columns from INSERT ... ON CONFLICT.
+md5(coalesce(s.parent_id, ''::bytea) || s.data || convert_to(s.type || s.metadata::text || s.channel_versions::text, 'UTF8'))
 
 -- name: snapshot_writes_put
 -- Regular writes (idx >= 0): the first writer wins. Special channels (negative idx: error, interrupt,
