@@ -128,3 +128,33 @@ def test_the_cache_is_bounded_by_bytes(dsn: str, schema: str, full_reads: list[s
         for thread in reversed(threads):
             assert s.get_tuple(cfg(thread)) is not None
         assert "b0" in full_reads and "b8" not in full_reads and "b2" not in full_reads
+
+
+def test_turns_served_by_processes_in_turn_stop_paying_for_the_check(
+    dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without affinity, each process's kept head is stale at its next turn; the check would cost a round
+    trip before every full read. After a few stale entries the saver goes straight to the full read, and
+    checks again once in a while."""
+    checks: list[str] = []
+    real = StateStore.get_snapshot_head
+
+    def spy(self: Any, conversation_id: str, *args: Any, **kwargs: Any) -> Any:
+        checks.append(conversation_id)
+        return real(self, conversation_id, *args, **kwargs)
+
+    monkeypatch.setattr(StateStore, "get_snapshot_head", spy)
+    with PostgresCheckpointer.from_conn_string(dsn, schema=schema) as a, \
+            PostgresCheckpointer.from_conn_string(dsn, schema=schema) as b:  # fmt: skip
+        for t in range(40):  # a, b, a, b...: every get_tuple of either finds the other's head
+            turn(a if t % 2 == 0 else b, "rr", f"turn {t}")
+        assert 4 <= len(checks) <= 15  # 40 turns: 38 stale heads; ~6 checks before it stops, then 1 in 16
+        got = a.get_tuple(cfg("rr"))
+        assert got is not None and got.checkpoint["channel_values"]["messages"][-1].content == "echo: turn 39"
+        # Back to one process: the checks come back and answer from what it kept.
+        for t in range(40, 80):
+            turn(a, "rr", f"turn {t}")
+        checks.clear()
+        for _ in range(3):
+            turn(a, "rr", "again")
+        assert len(checks) == 3

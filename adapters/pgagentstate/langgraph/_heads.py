@@ -27,6 +27,12 @@ from pgagentstate.ops.snapshots import Snapshot, SnapshotBlob, SnapshotHead
 
 from ._codec import PackedList
 
+#: When a thread's turns go to several processes in turn (a load balancer without affinity), what this saver
+#: kept is stale at every next turn, and checking it costs a round trip before the full read. Every stale
+#: entry costs 2 credits and every current one earns 1 (at most CREDIT); with none left, lookups skip the
+#: cache, but for 1 in PROBE, whose hits bring it back.
+CREDIT, PROBE = 8, 16
+
 #: Default bound of a saver's kept checkpoints: 32 MiB holds the latest checkpoint of ~160 threads of 200
 #: turns (~200 KiB each) or ~650 of 50 turns.
 DEFAULT_BYTES = 32 * 1024 * 1024
@@ -59,6 +65,8 @@ class HeadCache:
         self._lock = threading.Lock()
         self._bytes = 0
         self.max_bytes = max_bytes
+        self._credit = CREDIT
+        self._skipped = 0
 
     def stored(
         self,
@@ -119,6 +127,10 @@ class HeadCache:
 
     def kept(self, thread_id: str, namespace: str) -> _Entry | None:
         with self._lock:
+            if self._credit <= 0:
+                self._skipped += 1
+                if self._skipped % PROBE:
+                    return None
             entry = self._entries.get((thread_id, namespace))
             if entry is not None:
                 self._entries.move_to_end((thread_id, namespace))
@@ -128,8 +140,12 @@ class HeadCache:
         """The kept snapshot with the head's pending writes, if the head is still that stored version."""
         snap = kept.snap
         if head is None or head.snapshot_id != snap.snapshot_id or head.stamp != kept.stamp:
+            with self._lock:
+                self._credit = max(0, self._credit - 2)
             self.forget([snap.conversation_id])
             return None
+        with self._lock:
+            self._credit = min(CREDIT, self._credit + 1)
         metadata, versions = kept.json
         return replace(snap, metadata=decode_text(metadata), channel_versions=decode_text(versions),
                        writes=head.writes)  # fmt: skip
