@@ -148,7 +148,8 @@ def test_turns_served_by_processes_in_turn_stop_paying_for_the_check(
             PostgresCheckpointer.from_conn_string(dsn, schema=schema) as b:  # fmt: skip
         for t in range(40):  # a, b, a, b...: every get_tuple of either finds the other's head
             turn(a if t % 2 == 0 else b, "rr", f"turn {t}")
-        assert 4 <= len(checks) <= 15  # 40 turns: 38 stale heads; ~6 checks before it stops, then 1 in 16
+        # 38 stale heads: 4 checks per saver use up its credit (8 measured), then 1 lookup in 16 checks.
+        assert 6 <= len(checks) <= 12
         got = a.get_tuple(cfg("rr"))
         assert got is not None and got.checkpoint["channel_values"]["messages"][-1].content == "echo: turn 39"
         # Back to one process: the checks come back and answer from what it kept.
