@@ -97,27 +97,3 @@ def test_collecting_unused_blobs_and_chunks_does_linear_work(store: StateStore, 
     assert produced == {name: n for name, n in produced.items() if n < 4 * listed}
     assert set(produced) == {"snapshot_blobs_gc", "snapshot_chunks_gc"}
 
-
-def test_a_put_that_extends_a_base_does_work_independent_of_the_thread_length(
-    store: StateStore, dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """A put whose list extends a base checks that the base is stored whole: one probe per blob sent. As a
-    join it scanned every whole blob of the thread (34 rows at 30 LangGraph turns, ~230 at 200), on the
-    one put per turn that carries the new messages."""
-    versions = 120
-    chunks = [f"message {i}: {'x' * 40}".encode() for i in range(versions + 1)]
-    parent = None
-    for n in range(1, versions + 1):  # every version stored whole: each one could be a base
-        blobs = [SnapshotBlob("messages", str(n), "list", tuple(chunks[:n]))]
-        store.put_snapshot("based", f"s{n:04d}", parent_id=parent, type="bytes", data=b"{}",
-                           channel_versions={"messages": str(n)}, blobs=blobs)
-        parent = f"s{n:04d}"
-    extended = SnapshotBlob("messages", str(versions + 1), "list", (chunks[versions],), base=str(versions))
-    with captured(monkeypatch) as sent:
-        store.put_snapshot("based", "s9999", parent_id=parent, type="bytes", data=b"{}",
-                           channel_versions={"messages": str(versions + 1)}, blobs=[extended])
-    (put,) = [s for s in sent if s.name == "snapshot_put"]
-    with psycopg.connect(dsn) as conn:  # the same put again (it replaces the snapshot), rolled back
-        tree = plan(conn, schema, put, analyze=True)
-        conn.rollback()
-    assert _rows_produced(tree) < 30

@@ -45,8 +45,7 @@
 -- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
 -- exist, nothing is written (0 rows) and the caller sends them again. The same goes for the %(bases)s of
 -- blobs that extend another version of their channel: a base must be stored whole (no base of its own),
--- so that a read follows at most one base; one index probe per blob sent (LATERAL ... LIMIT 1: as a join,
--- Postgres hashed every whole blob of the thread, 253 rows at 120 versions). (Both checks are skipped when there is nothing to check: an
+-- so that a read follows at most one base. (Both checks are skipped when there is nothing to check: an
 -- empty ANY() is planned as a scan of every chunk of the thread.) %(blobs)s is one jsonb array of
 -- [channel, version, type, space-separated chunk ids, base] rows, %(chunks)s one of [id, base64 data].
 WITH ok AS (
@@ -57,12 +56,10 @@ WITH ok AS (
                = cardinality(%(known)s::text[]))
        AND (%(n_bases)s = 0
             OR (SELECT count(*) FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
-                CROSS JOIN LATERAL (
-                    SELECT 1 FROM {schema}.snapshot_blobs b
-                    WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
-                      AND b.namespace = %(namespace)s AND b.channel = x.r->>0 AND b.version = x.r->>4
-                      AND b.base IS NULL
-                    LIMIT 1) AS b) = %(n_bases)s) AS ok
+                JOIN {schema}.snapshot_blobs b
+                  ON b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
+                 AND b.namespace = %(namespace)s AND b.channel = x.r->>0 AND b.version = x.r->>4
+                 AND b.base IS NULL) = %(n_bases)s) AS ok
 ), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
     SELECT %(tenant)s, %(conversation_id)s, {schema}.hash_bytes(x.r->>0), decode(x.r->>1, 'base64')
