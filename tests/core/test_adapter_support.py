@@ -17,6 +17,8 @@ from pgagentstate.crypto import Encryption, StaticKeyProvider
 from pgagentstate.errors import NotFound
 from pgagentstate.ops.snapshots import SnapshotBlob, SnapshotWrite, chunk_hash
 
+from .statement_plans import captured
+
 
 def test_append_with_state_patches_is_atomic_and_applied_once(store: StateStore) -> None:
     store.create_conversation("s1", app="shop", user_id="u1")
@@ -167,6 +169,33 @@ def test_a_snapshot_whose_chunk_is_gone_is_not_read_short(store: StateStore, dsn
     assert gone == 1
     with pytest.raises(NotFound, match="chunks of channel 'messages'"):
         store.get_snapshot("p1")
+
+
+def test_a_snapshot_without_blobs_is_written_by_the_lean_statement_with_the_same_effects(
+    store: StateStore, dsn: str, schema: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A put that sends no blob (a step that changed only values kept in the body) skips the chunk, blob and
+    check CTEs, and still refreshes the conversation for retention, keeps chains linear and returns the stamp
+    a head read gives."""
+    store.put_snapshot("l1", "s1", type="json", data=b"{}",
+                       blobs=(SnapshotBlob("messages", "1", "json", (b"[1]",)),))  # fmt: skip
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(sql.SQL("UPDATE {} SET updated_at = now() - interval '1 day' WHERE id = 'l1'").format(
+            sql.Identifier(schema, "conversations")))
+    with captured(monkeypatch) as sent:
+        stamp = store.put_snapshot("l1", "s2", parent_id="s1", type="json", data=b'{"a": 1}',
+                                   channel_versions={"messages": "1"})  # fmt: skip
+    assert [s.name for s in sent] == ["snapshot_put_lean"]
+    head = store.get_snapshot_head("l1")
+    assert head is not None and (head.snapshot_id, head.stamp) == ("s2", stamp)
+    got = store.get_snapshot("l1")
+    assert got is not None and (got.data, got.blobs["messages"].version) == (b'{"a": 1}', "1")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        (age,) = conn.execute(sql.SQL("SELECT now() - updated_at < interval '1 hour' FROM {} WHERE id = 'l1'").format(
+            sql.Identifier(schema, "conversations"))).fetchone() or (None,)
+    assert age is True
+    with pytest.raises(VersionConflict):
+        store.put_snapshot("l1", "s3", parent_id="s1", type="json", data=b"{}")
 
 
 def test_the_head_stamp_names_the_stored_version_of_the_newest_snapshot(store: StateStore) -> None:

@@ -277,7 +277,7 @@ def put(
                 raise InvalidInput(f"blobs[{i}].base must be another version", path=f"blobs[{i}].base")
         bases.append(blob.base)
     place = (conversation_id, namespace, snapshot_id)
-    params = {
+    params: dict[str, Any] = {
         "conversation_id": conversation_id,
         "namespace": namespace,
         "snapshot_id": snapshot_id,
@@ -288,18 +288,23 @@ def put(
         "metadata": seal(ctx.cipher, dict(metadata), lim, meta_ad(ctx.tenant, *place), path="metadata"),
         "channel_versions": encode(dict(channel_versions), lim, path="channel_versions"),
         "forked": forked,
-        "chunks": json_rows(
-            (json_str(h), json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h))))
-            for h, c in chunks.items()
-        ),
-        "known": sorted(known - chunks.keys()),
-        "blobs": json_rows(
-            (json_str(c), json_str(v), json_str(t), json_str(h), json_str(b))
-            for c, v, t, h, b in zip(channels, versions, types, lists, bases, strict=True)
-        ),
-        "n_bases": sum(b is not None for b in bases),
     }
-    stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "one"),)
+    if blobs:
+        params |= {
+            "chunks": json_rows(
+                (json_str(h), json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h))))
+                for h, c in chunks.items()
+            ),
+            "known": sorted(known - chunks.keys()),
+            "blobs": json_rows(
+                (json_str(c), json_str(v), json_str(t), json_str(h), json_str(b))
+                for c, v, t, h, b in zip(channels, versions, types, lists, bases, strict=True)
+            ),
+            "n_bases": sum(b is not None for b in bases),
+        }
+        stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "one"),)
+    else:  # nothing but the row: see snapshot_put_lean
+        stmts = (Stmt("snapshot_put_lean", params, "one"),)
     # The conversation gets its user when a snapshot creates it: erase_user/export_user then cover the thread.
     conv = {
         "conversation_id": conversation_id, "framework": check_text(framework, "framework", lim),
