@@ -8,6 +8,7 @@ no reading of SQL text is involved.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -83,6 +84,36 @@ def plan(conn: psycopg.Connection[Any], schema: str, sent: Sent, *, analyze: boo
     explain = b"EXPLAIN (ANALYZE, FORMAT JSON) " if analyze else b"EXPLAIN (FORMAT JSON) "
     text = explain + query(sent.name, schema, sent.subs)
     row = conn.execute(text, sent.params, prepare=False).fetchone()
+    assert row is not None
+    return row[0][0]["Plan"]  # type: ignore[no-any-return]
+
+
+def generic_plan(conn: psycopg.Connection[Any], schema: str, sent: Sent) -> dict[str, Any]:
+    """The statement's plan as a prepared statement's generic plan (what the store runs after a few calls),
+    run with ``sent``'s parameters (inside the caller's transaction) and with actual rows."""
+    names: list[str] = []
+
+    def number(m: re.Match[str]) -> str:
+        if m.group(1) not in names:
+            names.append(m.group(1))
+        return f"${names.index(m.group(1)) + 1}"
+
+    text = re.sub(r"%\((\w+)\)s", number, query(sent.name, schema, sent.subs).decode())
+    conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
+    conn.execute(f"PREPARE generic_plan_probe AS {text}".encode(), prepare=False)
+    try:
+        types = conn.execute(
+            "SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = 'generic_plan_probe'"
+        ).fetchone()
+        assert types is not None
+        args = ", ".join(f"%s::{t}" for t in types[0])  # an empty list or a None has no type of its own
+        # Arguments as literals: a utility statement's own parameters would reach EXECUTE without types.
+        execute = psycopg.ClientCursor(conn).mogrify(
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan_probe({args})", [sent.params[n] for n in names]
+        )
+        row = conn.execute(execute.encode(), prepare=False).fetchone()
+    finally:
+        conn.execute("DEALLOCATE generic_plan_probe")
     assert row is not None
     return row[0][0]["Plan"]  # type: ignore[no-any-return]
 
