@@ -62,54 +62,59 @@ def test_reading_the_latest_checkpoint_does_linear_work(
     assert _rows_produced(tree) < 20 * messages
 
 
-def _blob_rows_read(plan: dict[str, Any]) -> int:
-    """Rows the plan's scans of snapshot_blobs produced or filtered out (not the insert into it)."""
+def _rows_read(plan: dict[str, Any], table: str) -> int:
+    """Rows the plan's scans of ``table`` produced or filtered out (not the insert into it)."""
     own = 0
-    if plan.get("Relation Name") == "snapshot_blobs" and plan.get("Node Type") != "ModifyTable":
+    if plan.get("Relation Name") == table and plan.get("Node Type") != "ModifyTable":
         own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
         own += int(plan.get("Rows Removed by Filter", 0))
-    return own + sum(_blob_rows_read(p) for p in plan.get("Plans", []))
+    return own + sum(_rows_read(p, table) for p in plan.get("Plans", []))
 
 
 @pytest.mark.parametrize("analyze", [False, True], ids=["fresh-statistics", "analyzed"])
-def test_a_put_checks_its_bases_without_reading_the_threads_other_blobs(
+def test_a_put_checks_its_bases_and_known_chunks_without_reading_the_rest_of_the_thread(
     store: StateStore, dsn: str, schema: str, analyze: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A put whose list extends a base checks that the base is stored whole: one probe per base, not a join
-    with every blob of the thread (which grew with the thread: 0.88 ms per put on a long one against 0.57-0.63),
-    also in the generic plan a prepared statement runs after its first calls."""
+    """A put checks that the chunks it names by hash are stored and that the base its list extends is stored
+    whole: one probe each, not a scan of every chunk or blob of the thread (which grew with the thread: 0.88
+    against 0.57-0.63 ms per put at 4,590 blobs, 0.95-1.18 against 0.65-0.68 at 1,090 chunks), also in the
+    generic plan a prepared statement runs after its first calls."""
     versions = 120
     first = SnapshotBlob("messages", "1", "list", (b"message 1",))
     store.put_snapshot("long", "s0001", type="bytes", data=b"{}", channel_versions={"messages": "1"}, blobs=[first])
     parent = "s0001"
     for n in range(2, versions + 1):
-        blob = SnapshotBlob("messages", str(n), "list", (f"message {n}".encode(),), base="1")
+        # The previous version's message by hash (stored by the previous put), this one's as bytes.
+        pieces = (chunk_hash(f"message {n - 1}".encode()), f"message {n}".encode())
+        blob = SnapshotBlob("messages", str(n), "list", pieces, base="1")
         with captured(monkeypatch) as sent:
             store.put_snapshot("long", f"s{n:04d}", parent_id=parent, type="bytes", data=b"{}",
                                channel_versions={"messages": str(n)}, blobs=[blob])  # fmt: skip
         parent = f"s{n:04d}"
     assert store.get_snapshot("long") is not None
-    # Other threads' blobs, as in any table in service (on a table of this thread alone a scan is cheapest).
-    others = [SnapshotBlob(f"channel {i}", "1", "json", (b"[]",)) for i in range(2000)]
+    # Other threads' rows, as in any table in service (on a table of this thread alone a scan is cheapest).
+    others = [SnapshotBlob(f"channel {i}", "1", "json", (f"[{i}]".encode(),)) for i in range(2000)]
     store.put_snapshot("other", "o1", type="bytes", data=b"{}", channel_versions={}, blobs=others)
-    (put,) = [s for s in sent if s.name == "snapshot_put_based"]
-    assert put.params["n_bases"] == 1
+    (put,) = [s for s in sent if s.name == "snapshot_put"]
+    assert (put.params["n_bases"], put.params["n_known"]) == (1, 1)
     again = Sent(put.name, {**put.params, "snapshot_id": "s9999", "forked": True}, put.subs)
     with psycopg.connect(dsn) as conn:  # not autocommit: what the plans write is rolled back
         if analyze:
             conn.execute(f'ANALYZE "{schema}".snapshot_blobs')
+            conn.execute(f'ANALYZE "{schema}".snapshot_chunks')
         for tree in (plan(conn, schema, again, analyze=True), generic_plan(conn, schema, again)):
-            assert tree["Actual Rows"] == 1  # the snapshot was written: the check passed
-            # One probe of the base (a few index entries); the join read every one of the thread's blobs.
-            assert _blob_rows_read(tree) < 5
+            assert tree["Actual Rows"] == 1  # the snapshot was written: the checks passed
+            # One probe each (a few index entries); the scans read every blob, or chunk, of the thread.
+            assert _rows_read(tree, "snapshot_blobs") < 5
+            assert _rows_read(tree, "snapshot_chunks") < 5
         conn.rollback()
 
 
 @pytest.mark.skipif(PARTITIONED, reason="on hash partitions a custom plan prunes at plan time and always wins")
 def test_each_kind_of_put_runs_on_a_generic_plan_once_prepared(dsn: str, schema: str) -> None:
-    """Puts of each shape (a list extending a base, a whole new list, no blob) have a statement each, whose
-    prepared generic plan Postgres adopts: one statement for all, whose checks the calls without a base
-    planned away, was planned afresh on every call (0 generic plans in 60 puts, 7% of an invoke)."""
+    """Puts of every shape (a list extending a base, a whole new list, no blob) run on the generic plans of
+    their prepared statements: a statement whose checks the calls without a base planned away was planned
+    afresh on every call (0 generic plans in 60 puts, 7% of an invoke)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         store = StateStore(conn, schema=schema)
         store.put_snapshot("g", "s000", type="bytes", data=b"{}", channel_versions={"messages": "0"},
@@ -125,10 +130,9 @@ def test_each_kind_of_put_runs_on_a_generic_plan_once_prepared(dsn: str, schema:
     plans = {}
     for text, generic, custom in rows:
         if "INSERT INTO" in text and ".snapshots AS s" in text:
-            kind = "lean" if "SELECT true AS ok" in text else "based" if "b.base IS NULL" in text else "put"
-            plans[kind] = (generic, custom)
-    assert set(plans) == {"lean", "based", "put"}
-    # 20 calls each: psycopg prepares on the 6th, Postgres plans the first 5 executions for their values.
+            plans["lean" if "SELECT true AS ok" in text else "put"] = (generic, custom)
+    assert set(plans) == {"lean", "put"}
+    # 20 lean calls, 40 others: psycopg prepares on the 6th, Postgres plans the first 5 for their values.
     assert all(generic >= 5 for generic, _ in plans.values()), plans
 
 

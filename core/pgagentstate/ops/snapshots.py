@@ -295,17 +295,16 @@ def put(
                 (json_str(h), json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h))))
                 for h, c in chunks.items()
             ),
-            "known": sorted(known - chunks.keys()),
             "blobs": json_rows(
                 (json_str(c), json_str(v), json_str(t), json_str(h), json_str(b))
                 for c, v, t, h, b in zip(channels, versions, types, lists, bases, strict=True)
             ),
+            "n_bases": sum(b is not None for b in bases),
         }
-        n_bases = sum(b is not None for b in bases)
-        if n_bases:
-            params["n_bases"] = n_bases
-        stmts: tuple[Stmt, ...] = (Stmt("snapshot_put_based" if n_bases else "snapshot_put", params, "one"),)
-    else:  # nothing but the row (each shape its own statement: see snapshot_put)
+        named = known - chunks.keys()
+        params["known"], params["n_known"] = json_rows((json_str(h),) for h in named), len(named)
+        stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "one"),)
+    else:  # nothing but the row: see snapshot_put_lean
         stmts = (Stmt("snapshot_put_lean", params, "one"),)
     # The conversation gets its user when a snapshot creates it: erase_user/export_user then cover the thread.
     conv = {

@@ -41,52 +41,29 @@
 -- The chunks, the blobs and the snapshot in one statement: one round trip, atomic without BEGIN/COMMIT.
 -- A second child of the same parent that is not a fork fails on snapshots_linear_child_idx. %(forked)s NULL
 -- (parentless snapshots): a fork unless the namespace is empty, so that of two first snapshots racing for
--- an empty thread one fails on that index too.
--- %(known)s are chunks the caller did not send because it saw them stored: unless all of them still
--- exist, nothing is written (0 rows) and the caller sends them again (the check is skipped when there is
--- nothing to check: an empty ANY() is planned as a scan of every chunk of the thread). %(blobs)s is one
--- jsonb array of [channel, version, type, space-separated chunk ids, base] rows, %(chunks)s one of
--- [id, base64 data]. Blobs that extend a base go through snapshot_put_based, snapshots without blobs
--- through snapshot_put_lean: one statement per shape, so that each gets the generic plan of a prepared
--- statement after a few calls. (With the base check in this statement behind "%(n_bases)s = 0 OR",
--- the calls without a base planned it away, looked cheaper than the generic plan, and Postgres planned
--- every call afresh: 0 generic plans in 60 puts, invoke 7% slower in tools/ab_langgraph.py.)
-WITH ok AS (SELECT {_known_stored} AS ok), {_snapshot_parts}, {_snapshot_touch}
-{_snapshot_insert}
-
--- name: snapshot_put_based
--- snapshot_put for blobs that extend another version of their channel (%(n_bases)s of them): each base
--- must be stored whole (no base of its own), so that a read follows at most one base. Checked by one
--- primary-key probe per base (a scalar subquery); as a join, the planner hash-joined every blob of the
--- thread (a replayed put on a thread of 4,590 blobs: 0.88 against 0.57-0.63 ms).
+-- an empty thread one fails on that index too. %(blobs)s is one jsonb array of [channel, version, type,
+-- space-separated chunk ids, base] rows, %(chunks)s one of [id, base64 data].
+-- Two checks, each one primary-key probe per item, so that neither grows with the thread: the %(known)s
+-- chunks ([id] rows), which the caller did not send because it saw them stored, must all still exist; the
+-- bases of the %(n_bases)s blobs that extend another version of their channel must be stored whole (no
+-- base of their own), so that a read follows at most one base. If not, nothing is written (0 rows) and
+-- the caller sends them again. (As scans, they read every chunk, or every blob, of the thread: a replayed
+-- put on a thread of 1,090 chunks took 0.95-1.18 ms against 0.65-0.68. They are counted over
+-- jsonb_array_elements and not short-circuited on empty inputs: the estimates then do not depend on the
+-- values, the prepared statement runs its generic plan, and Postgres does not plan each call anew -- which
+-- it did, 0 generic plans in 60 puts, when calls without a base planned that check away.)
 WITH ok AS (
-    SELECT {_known_stored}
+    SELECT (SELECT count(*) FROM jsonb_array_elements(%(known)s::jsonb) AS x(r)
+            WHERE (SELECT true FROM {schema}.snapshot_chunks k
+                   WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
+                     AND k.hash = {schema}.hash_bytes(x.r->>0))) = %(n_known)s
        AND (SELECT count(*) FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
             WHERE x.r->>4 IS NOT NULL
               AND (SELECT b.base IS NULL FROM {schema}.snapshot_blobs b
                    WHERE b.tenant_id = %(tenant)s AND b.conversation_id = %(conversation_id)s
                      AND b.namespace = %(namespace)s AND b.channel = x.r->>0 AND b.version = x.r->>4))
            = %(n_bases)s AS ok
-), {_snapshot_parts}, {_snapshot_touch}
-{_snapshot_insert}
-
--- name: snapshot_put_lean
--- snapshot_put for a snapshot that sends no chunk and no blob and names no stored chunk (a step that
--- changed only values kept in the body: 2 of the 5 puts of a 3-node graph's invoke). The same row written
--- the same way without the chunk, blob and check CTEs: their executor setup alone took ~65 us of the
--- statement's ~450 (a replay of captured puts on a bare connection, 2026-12-06).
-WITH ok AS (SELECT true AS ok), {_snapshot_touch}
-{_snapshot_insert}
-
--- name: _known_stored
-(cardinality(%(known)s::text[]) = 0
- OR (SELECT count(*) FROM {schema}.snapshot_chunks k
-     WHERE k.tenant_id = %(tenant)s AND k.conversation_id = %(conversation_id)s
-       AND k.hash = ANY(ARRAY(SELECT {schema}.hash_bytes(h) FROM unnest(%(known)s::text[]) AS h)))
-    = cardinality(%(known)s::text[]))
-
--- name: _snapshot_parts
-chunks AS (
+), chunks AS (
     INSERT INTO {schema}.snapshot_chunks (tenant_id, conversation_id, hash, data)
     SELECT %(tenant)s, %(conversation_id)s, {schema}.hash_bytes(x.r->>0), decode(x.r->>1, 'base64')
     FROM jsonb_array_elements(%(chunks)s::jsonb) AS x(r)
@@ -98,7 +75,16 @@ chunks AS (
     FROM jsonb_array_elements(%(blobs)s::jsonb) AS x(r)
     WHERE (SELECT ok FROM ok)
     ON CONFLICT DO NOTHING
-)
+), {_snapshot_touch}
+{_snapshot_insert}
+
+-- name: snapshot_put_lean
+-- snapshot_put for a snapshot that sends no chunk and no blob and names no stored chunk (a step that
+-- changed only values kept in the body: 2 of the 5 puts of a 3-node graph's invoke). The same row written
+-- the same way without the chunk, blob and check CTEs: their executor setup alone took ~65 us of the
+-- statement's ~450 (a replay of captured puts on a bare connection, 2026-12-06).
+WITH ok AS (SELECT true AS ok), {_snapshot_touch}
+{_snapshot_insert}
 
 -- name: _snapshot_touch
 -- Retention looks at updated_at; refreshing it at most every 30 s keeps this a no-op on hot threads.
