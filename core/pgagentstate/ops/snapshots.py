@@ -290,19 +290,20 @@ def put(
         "forked": forked,
     }
     if blobs:
+        named = known - chunks.keys()  # stored chunks the blobs name by hash
         params |= {
             "chunks": json_rows(
                 (json_str(h), json_b64(_seal(ctx, c, chunk_ad(ctx.tenant, conversation_id, h))))
                 for h, c in chunks.items()
             ),
+            "known": json_rows((json_str(h),) for h in named),
+            "n_known": len(named),
             "blobs": json_rows(
                 (json_str(c), json_str(v), json_str(t), json_str(h), json_str(b))
                 for c, v, t, h, b in zip(channels, versions, types, lists, bases, strict=True)
             ),
             "n_bases": sum(b is not None for b in bases),
         }
-        named = known - chunks.keys()
-        params["known"], params["n_known"] = json_rows((json_str(h),) for h in named), len(named)
         stmts: tuple[Stmt, ...] = (Stmt("snapshot_put", params, "one"),)
     else:  # nothing but the row: see snapshot_put_lean
         stmts = (Stmt("snapshot_put_lean", params, "one"),)
