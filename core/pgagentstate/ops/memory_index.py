@@ -19,7 +19,7 @@ from ..embedding import Embedder, Float8Array, MemoryIndex, float4_bytes, from_f
 from ..errors import InvalidInput
 from ..models import Memory
 from ..sealing import ad
-from .base import Call, Ctx, Op, Row, Stmt, Tx
+from .base import Call, Ctx, Op, Row, Stmt, Tx, json_b64, json_rows, json_str
 from .memory_rows import contains, memory_from_row, ns_path, word_params
 
 _OPERATORS = {"cosine": "<=>", "l2": "<->", "inner_product": "<#>"}
@@ -183,7 +183,7 @@ def write(
             (
                 Stmt(
                     "memory_vector_hashes",
-                    {"ns_paths": [e.ns_path for e in entries], "keys": [e.key for e in entries]},
+                    {"items": json_rows((json_str(e.ns_path), json_str(e.key)) for e in entries)},
                     "all",
                 ),
             ),
@@ -207,40 +207,27 @@ def write(
     if unique:
         vectors = yield from _embed(vs, unique)
     slot_of = {t: i for i, t in enumerate(unique)}
-    f_slots: list[int | None] = []
-    f_norms: list[float | None] = []
-    f_sealed: list[bytes | None] = []
-    for e, name, _, pending in fields:
-        if pending is None:
-            f_slots.append(None)
-            f_norms.append(None)
-            f_sealed.append(None)
-            continue
-        vector = vectors[slot_of[pending]]
-        if sealed:
-            assert ctx.cipher is not None
-            where = ad(ctx.tenant, "memory-vector", e.ns_path, e.key, name)
-            f_sealed.append(ctx.cipher.seal_bytes(float4_bytes(vector), where))
-            f_slots.append(None)
-            f_norms.append(None)
-        else:
-            f_slots.append(slot_of[pending])
-            f_norms.append(norm(vector))
-            f_sealed.append(None)
+    field_rows: list[tuple[str, ...]] = []  # [ns_path, key, field, hash, slot, norm, sealed]: see the statement
+    for e, name, digest, pending in fields:
+        slot = norm_text = sealed_text = "null"
+        if pending is not None:
+            vector = vectors[slot_of[pending]]
+            if sealed:
+                assert ctx.cipher is not None
+                where = ad(ctx.tenant, "memory-vector", e.ns_path, e.key, name)
+                sealed_text = json_b64(ctx.cipher.seal_bytes(float4_bytes(vector), where))
+            else:
+                slot = str(slot_of[pending])
+                norm_text = f'"{norm(vector)!r}"'  # as text: a norm that overflowed is "inf", not JSON
+        field_rows.append((json_str(e.ns_path), json_str(e.key), json_str(name), json_b64(digest), slot, norm_text,
+                           sealed_text))
     flat = None if sealed or not vectors else Float8Array([x for v in vectors for x in v])
     params = {
-        "ns_paths": [e.ns_path for e in entries],
-        "keys": [e.key for e in entries],
-        "values": [e.value for e in entries],
-        "terms": [e.terms for e in entries],
-        "kept": kept,
-        "f_ns_paths": [e.ns_path for e, *_ in fields],
-        "f_keys": [e.key for e, *_ in fields],
-        "f_fields": [f for _, f, _, _ in fields],
-        "f_hashes": [h for _, _, h, _ in fields],
-        "f_slots": f_slots,
-        "f_norms": f_norms,
-        "f_sealed": f_sealed,
+        "items": json_rows(
+            (json_str(e.ns_path), json_str(e.key), e.value, json_str(e.terms), str(k))
+            for e, k in zip(entries, kept, strict=True)
+        ),
+        "fields": json_rows(field_rows),
         "flat": flat,
         "dims": vs.index.dims,
         "user_id": user_id,

@@ -156,15 +156,14 @@ ORDER BY ns
 LIMIT %(limit)s OFFSET %(offset)s
 
 -- name: memory_put_many
--- Many items in one statement, first stored in the order given. %(if_absent)s: keep what is stored (an
--- expired item counts as absent). The namespace array is rebuilt from ns_path (ragged arrays cannot be
--- passed as one parameter).
+-- Many items in one statement, first stored in the order given. %(items)s: a JSON array of [ns_path,
+-- key, value, terms] rows (jsonb, not arrays: see memory_write_indexed). %(if_absent)s: keep what is
+-- stored (an expired item counts as absent). The namespace array is rebuilt from ns_path.
 INSERT INTO {schema}.memories AS m
     (tenant_id, ns_path, key, namespace, user_id, value, search, ttl_seconds, expires_at)
-SELECT %(tenant)s, x.ns_path, x.key, string_to_array(left(x.ns_path, -1), chr(31)), %(user_id)s, x.value,
-       x.terms, %(ttl)s, now() + make_interval(secs => %(ttl)s)
-FROM unnest(%(ns_paths)s::text[], %(keys)s::text[], %(values)s::jsonb[], %(terms)s::tsvector[])
-     WITH ORDINALITY AS x(ns_path, key, value, terms, ord)
+SELECT %(tenant)s, x.r->>0, x.r->>1, string_to_array(left(x.r->>0, -1), chr(31)), %(user_id)s, x.r->2,
+       (x.r->>3)::tsvector, %(ttl)s, now() + make_interval(secs => %(ttl)s)
+FROM jsonb_array_elements(%(items)s::jsonb) WITH ORDINALITY AS x(r, ord)
 ORDER BY x.ord
 ON CONFLICT (tenant_id, ns_path, key) DO UPDATE
 SET value = EXCLUDED.value, search = EXCLUDED.search, user_id = EXCLUDED.user_id, indexed = false,
