@@ -13,7 +13,7 @@ from ..errors import InvalidId, InvalidInput, VersionConflict
 from ..models import Memory
 from ..sealing import seal
 from . import memory_index
-from .base import Ctx, Op, count, json_rows, json_str, many, one
+from .base import Ctx, Op, count, json_rows, many, one
 from .memory_rows import SEP, contains, memory_ad, memory_from_row, ns_path, word_params
 
 # The greatest code point: every path that starts with a prefix sorts below prefix + this (C collation).
@@ -180,7 +180,7 @@ def write_plain(
     return (
         yield from count(
             "memory_put_many",
-            items=json_rows((json_str(e.ns_path), json_str(e.key), e.value, json_str(e.terms)) for e in entries),
+            items=json_rows(memory_index.item_row(e) for e in entries),
             user_id=user_id,
             ttl=ttl,
             if_absent=if_absent,

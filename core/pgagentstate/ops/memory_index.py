@@ -151,6 +151,11 @@ class Entry:
     texts: dict[str, str]
 
 
+def item_row(e: Entry) -> tuple[str, ...]:
+    """An item as a row of the memory writes' ``%(items)s`` (JSON fragments: ns_path, key, value, terms)."""
+    return (json_str(e.ns_path), json_str(e.key), e.value, json_str(e.terms))
+
+
 def texts_for(ctx: Ctx, value: Mapping[str, Any], index: bool | Sequence[str] | None, path: str) -> dict[str, str]:
     """The texts of ``value`` to embed: the index's fields, the item's own list, or none (``False``)."""
     if index is False:
@@ -223,10 +228,7 @@ def write(
                            sealed_text))
     flat = None if sealed or not vectors else Float8Array([x for v in vectors for x in v])
     params = {
-        "items": json_rows(
-            (json_str(e.ns_path), json_str(e.key), e.value, json_str(e.terms), str(k))
-            for e, k in zip(entries, kept, strict=True)
-        ),
+        "items": json_rows((*item_row(e), str(k)) for e, k in zip(entries, kept, strict=True)),
         "fields": json_rows(field_rows),
         "flat": flat,
         "dims": vs.index.dims,
