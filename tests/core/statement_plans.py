@@ -9,7 +9,7 @@ no reading of SQL text is involved.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -88,9 +88,12 @@ def plan(conn: psycopg.Connection[Any], schema: str, sent: Sent, *, analyze: boo
     return row[0][0]["Plan"]  # type: ignore[no-any-return]
 
 
-def generic_plan(conn: psycopg.Connection[Any], schema: str, sent: Sent) -> dict[str, Any]:
+def generic_plan(
+    conn: psycopg.Connection[Any], schema: str, sent: Sent, *, then: Callable[[], None] | None = None
+) -> dict[str, Any]:
     """The statement's plan as a prepared statement's generic plan (what the store runs after a few calls),
-    run with ``sent``'s parameters (inside the caller's transaction) and with actual rows."""
+    run with ``sent``'s parameters (inside the caller's transaction) and with actual rows. ``then`` runs
+    between planning and running: a connection keeps the generic plan it made while the tables were small."""
     names: list[str] = []
 
     def number(m: re.Match[str]) -> str:
@@ -106,6 +109,9 @@ def generic_plan(conn: psycopg.Connection[Any], schema: str, sent: Sent) -> dict
             "SELECT parameter_types::text[] FROM pg_prepared_statements WHERE name = 'generic_plan_probe'"
         ).fetchone()
         assert types is not None
+        conn.execute(b"EXPLAIN EXECUTE generic_plan_probe(" + b", ".join([b"NULL"] * len(types[0])) + b")")
+        if then is not None:
+            then()
         args = ", ".join(f"%s::{t}" for t in types[0])  # an empty list or a None has no type of its own
         # Arguments as literals: a utility statement's own parameters would reach EXECUTE without types.
         execute = psycopg.ClientCursor(conn).mogrify(

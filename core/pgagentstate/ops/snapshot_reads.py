@@ -12,7 +12,7 @@ from ..codec import check_id, check_text, decode_text, encode
 from ..crypto import BYTES_MARKER, is_sealed_bytes
 from ..errors import InvalidInput, NotFound
 from ..sealing import unseal
-from .base import Ctx, Op, Row, many
+from .base import Ctx, Op, Row, Stmt, Tx, many
 from .snapshots import (
     ChannelHistory,
     Snapshot,
@@ -68,6 +68,15 @@ def _rows_by_kind(ctx: Ctx, rows: Sequence[Row]) -> tuple[dict[str, list[Row]], 
 
 
 BlobKey = tuple[str, str, str, str]
+
+_KEY_SQL = ("AND s.conversation_id = %(conversation_id)s", "AND s.namespace = %(namespace)s",
+            "AND s.snapshot_id = {schema}.id_bytes(%(snapshot_id)s)")  # fmt: skip
+#: snapshot_read's {snapshot_keys} for each combination of (thread, namespace, snapshot) a call gives: plain
+#: equalities, which a generic plan can use in its index scan (see sql/snapshots.sql).
+_KEYS: dict[tuple[bool, bool, bool], tuple[tuple[str, str], ...]] = {
+    (c, n, i): (("snapshot_keys", " ".join(sql for sql, given in zip(_KEY_SQL, (c, n, i), strict=True) if given)),)
+    for c in (False, True) for n in (False, True) for i in (False, True)
+}
 
 
 def _blob_rows(rows: Sequence[Row]) -> dict[BlobKey, Row]:
@@ -156,17 +165,17 @@ def read(
         if not picked:
             return []
         pattern = limit = None
-    rows = yield from many(
-        "snapshot_read",
-        binary=True,
-        conversation_id=conversation_id,
-        namespace=namespace,
-        snapshot_id=snapshot_id,
-        snapshot_ids=None if picked is None else sorted({p[2] for p in picked}),
-        before=before,
-        filter=pattern,
-        limit=limit,
-    )
+    params = {
+        "conversation_id": conversation_id,
+        "namespace": namespace,
+        "snapshot_id": snapshot_id,
+        "snapshot_ids": None if picked is None else sorted({p[2] for p in picked}),
+        "before": before,
+        "filter": pattern,
+        "limit": limit,
+    }
+    keys = _KEYS[conversation_id is not None, namespace is not None, snapshot_id is not None]
+    (rows,) = yield Tx((Stmt("snapshot_read", params, "all", binary=True, subs=keys),))
     kinds, chunks = _rows_by_kind(ctx, rows)
     blob_rows = _blob_rows(kinds["b"])
     blobs: dict[BlobKey, SnapshotBlob] = {}
