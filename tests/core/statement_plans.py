@@ -9,6 +9,7 @@ no reading of SQL text is involved.
 from __future__ import annotations
 
 import re
+import struct
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ import psycopg
 import pytest
 
 from pgagentstate import StateStore
+from pgagentstate.embedding import Float8Array
 from pgagentstate.ops.base import Stmt
 from pgagentstate.queries import query
 
@@ -101,7 +103,7 @@ def generic_plan(
             names.append(m.group(1))
         return f"${names.index(m.group(1)) + 1}"
 
-    text = re.sub(r"%\((\w+)\)s", number, query(sent.name, schema, sent.subs).decode())
+    text = re.sub(r"%\((\w+)\)[sb]", number, query(sent.name, schema, sent.subs).decode())
     conn.execute("SET LOCAL plan_cache_mode = force_generic_plan")
     conn.execute(f"PREPARE generic_plan_probe AS {text}".encode(), prepare=False)
     try:
@@ -115,13 +117,34 @@ def generic_plan(
         args = ", ".join(f"%s::{t}" for t in types[0])  # an empty list or a None has no type of its own
         # Arguments as literals: a utility statement's own parameters would reach EXECUTE without types.
         execute = psycopg.ClientCursor(conn).mogrify(
-            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan_probe({args})", [sent.params[n] for n in names]
+            f"EXPLAIN (ANALYZE, FORMAT JSON) EXECUTE generic_plan_probe({args})",
+            [_literal(sent.params[n]) for n in names],
         )
         row = conn.execute(execute.encode(), prepare=False).fetchone()
     finally:
         conn.execute("DEALLOCATE generic_plan_probe")
     assert row is not None
     return row[0][0]["Plan"]  # type: ignore[no-any-return]
+
+
+def _literal(value: Any) -> Any:
+    """A parameter as ``mogrify`` can write it (the binary-only ``Float8Array`` as a list of floats)."""
+    if isinstance(value, Float8Array):
+        n = struct.unpack_from(">i", value.data, 12)[0]
+        return list(struct.unpack_from(">" + "id" * n, value.data, 20)[1::2])
+    return value
+
+
+def rows_read(plan: dict[str, Any], table: str | None = None, *, deletes: bool = True) -> int:
+    """Rows the plan's nodes produced or filtered out; with ``table``, only its scans' (not a write's);
+    without ``deletes``, not what the scans under a ``DELETE`` read."""
+    if not deletes and plan.get("Node Type") == "ModifyTable" and plan.get("Operation") == "Delete":
+        return 0
+    own = 0
+    if table is None or (plan.get("Relation Name") == table and plan.get("Node Type") != "ModifyTable"):
+        own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
+        own += int(plan.get("Rows Removed by Join Filter", 0)) + int(plan.get("Rows Removed by Filter", 0))
+    return own + sum(rows_read(p, table, deletes=deletes) for p in plan.get("Plans", []))
 
 
 def scans(node: Any) -> list[Scan]:

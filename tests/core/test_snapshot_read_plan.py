@@ -10,8 +10,6 @@ the machine's speed.
 
 from __future__ import annotations
 
-from typing import Any
-
 import psycopg
 import pytest
 
@@ -19,16 +17,7 @@ from pgagentstate import StateStore, queries
 from pgagentstate.ops.snapshots import SnapshotBlob, SnapshotWrite, chunk_hash
 
 from ..conftest import PARTITIONED
-from .statement_plans import Sent, captured, generic_plan, plan, scans
-
-
-def _rows_produced(plan: dict[str, Any], table: str | None = None) -> int:
-    """Rows the plan's nodes produced or filtered out; with ``table``, only its scans' (not an insert's)."""
-    own = 0
-    if table is None or (plan.get("Relation Name") == table and plan.get("Node Type") != "ModifyTable"):
-        own = int(plan.get("Actual Rows", 0)) * int(plan.get("Actual Loops", 1))
-        own += int(plan.get("Rows Removed by Join Filter", 0)) + int(plan.get("Rows Removed by Filter", 0))
-    return own + sum(_rows_produced(p, table) for p in plan.get("Plans", []))
+from .statement_plans import Sent, captured, generic_plan, plan, rows_read, scans
 
 
 def _thread(store: StateStore, cid: str, messages: int) -> None:
@@ -62,7 +51,7 @@ def test_reading_the_latest_checkpoint_does_linear_work(
         tree = plan(conn, schema, read, analyze=True)
     # Linear: each chunk is read, hashed or probed and aggregated a few times (~6 x 120 here); the
     # nested loop produced 120 x 120.
-    assert _rows_produced(tree) < 20 * messages
+    assert rows_read(tree) < 20 * messages
 
 
 @pytest.mark.parametrize("analyze", [False, True], ids=["fresh-statistics", "analyzed"])
@@ -99,8 +88,8 @@ def test_a_put_checks_its_bases_and_known_chunks_without_reading_the_rest_of_the
         for tree in (plan(conn, schema, again, analyze=True), generic_plan(conn, schema, again)):
             assert tree["Actual Rows"] == 1  # the snapshot was written: the checks passed
             # One probe each (a few index entries); the scans read every blob, or chunk, of the thread.
-            assert _rows_produced(tree, "snapshot_blobs") < 5
-            assert _rows_produced(tree, "snapshot_chunks") < 5
+            assert rows_read(tree, "snapshot_blobs") < 5
+            assert rows_read(tree, "snapshot_chunks") < 5
         conn.rollback()
 
 
@@ -157,7 +146,7 @@ def test_collecting_unused_blobs_and_chunks_does_linear_work(store: StateStore, 
             if not stmt.name.endswith("_gc"):
                 conn.execute(queries.query(sent.name, schema), sent.params)
                 continue
-            produced[stmt.name] = _rows_produced(plan(conn, schema, sent, analyze=True))
+            produced[stmt.name] = rows_read(plan(conn, schema, sent, analyze=True))
         conn.rollback()
     # What the statements must read: every chunk, and every hash the blobs list (snapshot n's blob lists
     # n hashes: 1,830 a thread). A nested loop anti-join produced ~550,000 rows (each of the 600 chunks
@@ -200,7 +189,7 @@ def test_checking_a_kept_head_reads_only_its_threads_pending_writes(
                  plan(conn, schema, check, analyze=True)]  # fmt: skip
         conn.rollback()
     for tree in trees:
-        assert _rows_produced(tree, "snapshot_writes") < 5, [(s.node, s.relation, s.conditions) for s in scans(tree)]
+        assert rows_read(tree, "snapshot_writes") < 5, [(s.node, s.relation, s.conditions) for s in scans(tree)]
 
 
 @pytest.mark.parametrize("named", [False, True], ids=["latest", "named"])
@@ -225,4 +214,4 @@ def test_reading_a_threads_checkpoint_on_a_generic_plan_reads_only_that_thread(
         trees = [generic_plan(conn, schema, read), plan(conn, schema, read, analyze=True)]
         conn.rollback()
     for tree in trees:
-        assert _rows_produced(tree, "snapshots") < 10, [(s.node, s.relation, s.conditions) for s in scans(tree)]
+        assert rows_read(tree, "snapshots") < 10, [(s.node, s.relation, s.conditions) for s in scans(tree)]

@@ -8,11 +8,15 @@
 
 -- name: memory_vector_hashes
 -- What is embedded already for these items: an unchanged text is not embedded again.
--- %(items)s: a JSON array of [ns_path, key] rows (see memory_write_indexed).
+-- %(items)s: a JSON array of [ns_path, key] rows (see memory_write_indexed). One primary-key probe per
+-- item (a subquery kept apart by OFFSET 0): as a join, the generic plan a connection made while the table
+-- was small read every embedding of the tenant once it had grown (tests/core/test_memory_vectors.py).
 SELECT v.ns_path, v.key, v.field, v.text_hash, v.dims, v.sealed IS NOT NULL
 FROM jsonb_array_elements(%(items)s::jsonb) AS x(r)
-JOIN {schema}.memory_vectors v ON v.ns_path = x.r->>0 AND v.key = x.r->>1
-WHERE v.tenant_id = %(tenant)s
+CROSS JOIN LATERAL (
+    SELECT v.ns_path, v.key, v.field, v.text_hash, v.dims, v.sealed FROM {schema}.memory_vectors v
+    WHERE v.tenant_id = %(tenant)s AND v.ns_path = x.r->>0 AND v.key = x.r->>1
+    OFFSET 0) AS v
 
 -- name: memory_write_indexed
 -- Items and their embeddings in one statement. Items (x, %(items)s): one JSON row each, [ns_path, key,
