@@ -129,7 +129,7 @@ def generic_plan(
 
 def _literal(value: Any) -> Any:
     """A parameter as ``mogrify`` can write it (the binary-only ``Float8Array`` as a list of floats)."""
-    if isinstance(value, Float8Array):
+    if isinstance(value, Float8Array):  # its wire layout: a 20-byte header, then (length, value) per element
         n = struct.unpack_from(">i", value.data, 12)[0]
         return list(struct.unpack_from(">" + "id" * n, value.data, 20)[1::2])
     return value

@@ -17,6 +17,7 @@ from pgagentstate.crypto import Encryption, StaticKeyProvider
 from pgagentstate.embedding import similarity
 
 from ..conftest import PARTITIONED
+from .statement_plans import captured, generic_plan, rows_read
 
 DIMS = 64
 
@@ -384,8 +385,6 @@ def test_a_memory_write_reads_only_its_items_embeddings_on_a_plan_made_while_the
     a value no longer embeds, whose scan does the same in that plan until autovacuum's ANALYZE re-plans
     it; gating it on one more probe cost every put 1.5% on analyzed tables (3 in-process A/B runs of
     1,500 one-item puts a side: 1.007-1.021x), more than that window is worth."""
-    from .statement_plans import captured, generic_plan, rows_read
-
     with open_store(dsn, schema, "plain", index(fields=["text", "title"])) as store:
         value = {"text": "the parcel arrived broken", "title": "broken parcel"}
         store.put_memory(("u0", "facts"), "k", value)

@@ -156,7 +156,6 @@ def test_collecting_unused_blobs_and_chunks_does_linear_work(store: StateStore, 
     assert set(produced) == {"snapshot_blobs_gc", "snapshot_chunks_gc"}
 
 
-
 @pytest.mark.parametrize("analyze", [False, True], ids=["fresh-statistics", "analyzed"])
 def test_checking_a_kept_head_reads_only_its_threads_pending_writes(
     store: StateStore, dsn: str, schema: str, analyze: bool, monkeypatch: pytest.MonkeyPatch
