@@ -405,7 +405,7 @@ def main() -> None:
                 lines.append(ratio_line(f"  with message_cache={CACHE}", m["peer"], m["cached"], "ms", TARGETS[mode]))
                 lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", m["peer"], m["memory"], "ms", "-"))
             p, o = bench_list(peer, ours)
-            list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.50")
+            list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.10")
             p, o = bench_get_tuple(peer, ours)
             get_line = ratio_line(f"get_tuple, {args.turns}-turn thread", p, o, "ms", "target <= 1.00")
             # The same read by another process, whose saver did not store the thread's head (nothing kept).
