@@ -35,15 +35,15 @@ import random
 import statistics
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
+import bench_distill
 import psycopg
 from langgraph.store.base import PutOp
 from langgraph.store.postgres import PostgresStore as PeerStore
 
-from pgagentstate import HashEmbeddings, NewEvent, StateStore
+from pgagentstate import HashEmbeddings, StateStore
 from pgagentstate.langgraph import PostgresStore as OurStore
 from pgagentstate.queries import query
 
@@ -300,16 +300,8 @@ def main() -> None:
     distill_dsn, _ = database(admin, "bench_mem_distill", reuse=False, count_sql="", n=0)
     with StateStore(distill_dsn) as store:
         store.setup()
-        convs = [f"c{uuid.uuid4().hex[:8]}" for _ in range(300)]
-        for c in convs:
-            store.create_conversation(c, user_id=c)
-            store.append_events(c, [NewEvent({"role": "user", "content": f"pedido #{random.randint(1000, 9999)}"}),
-                                    NewEvent({"role": "user", "content": f"meu email é {c}@example.com"})])
-        t = time.perf_counter()
-        for c in convs:
-            store.distill(c)
-        elapsed = time.perf_counter() - t
-        print(f"distill: {len(convs) / elapsed:.0f} conversations/s (one worker, deterministic extractor)")
+        rate = bench_distill.throughput(store)
+        print(f"distill: {rate:.0f} conversations/s (one worker, deterministic extractor)")
     print(f"load average at end: {os.getloadavg()[0]:.2f}")
 
 
