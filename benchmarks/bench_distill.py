@@ -14,8 +14,8 @@ turn cost   two tenants of one schema, each with --conversations conversations, 
             conversations are distilled after every turn, while they take their next ones; the other
             tenant's are never distilled. Same tables, same machine, same noise: the ratio of the two
             tenants' turn times is what distilling a conversation costs its own turns. The customers'
-            messages give the extractor work (an order number, an email that changes every third turn and
-            so replaces the older fact, a reason after the agent asks for one, a preference).
+            messages give the extractor work (an order number, an email that is new nearly every time it is
+            said and so replaces the older fact, a reason after the agent asks for one, a preference).
 
 After the timed turns the run waits for the worker to catch up and checks what it did: every conversation
 of the distilled tenant distilled to its last position and holding facts, none of the other tenant's.
