@@ -10,12 +10,13 @@ leaves out what each table pays once (free-space maps, first index pages, the fi
 
 Same Postgres ($PGAGENTSTATE_BENCH_DSN, default postgresql://postgres@127.0.0.1:5432/postgres), each library
 in a fresh schema of its own, measurements interleaved (peer, ours, ours with message_cache, in a rotating
-order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no
-saver can pass (it does no I/O at all: its invoke is LangGraph's own cost). (a)invoke times are medians
-over ``--rounds`` threads per contestant, in each durability mode (LangGraph's default "async" first, then
-"sync" and "exit", each on threads of its own); the saver's client CPU per invoke is the thread CPU time
-spent inside its get_tuple, put and put_writes during the default mode's sync invokes, divided by their
-number; bytes and list() look at the first thread. Prints each figure and the ratio ours/peer with the
+order) so that machine noise hits all alike; LangGraph's InMemorySaver runs alongside as the bound no saver
+can pass (it does no I/O at all: its invoke is LangGraph's own cost), and ``DurableFloor`` as the bound for
+a durable one (InMemorySaver plus one single-row statement per call: see its docstring). (a)invoke times are
+medians over ``--rounds`` threads per contestant, in each durability mode (LangGraph's default "async"
+first, then "sync" and "exit", each on threads of its own); the saver's client CPU per invoke is the thread
+CPU time spent inside its get_tuple, put and put_writes during the default mode's sync invokes, divided by
+their number; bytes and list() look at the first thread. Prints each figure and the ratio ours/peer with the
 target from the issue.
 """
 
@@ -30,7 +31,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from typing import Annotated, Any
 
 import psycopg
@@ -70,6 +71,8 @@ POOL = 4
 #: The issue's invoke targets (ours / PostgresSaver) in each of LangGraph's durability modes: "async" (its
 #: default) saves a step's checkpoint while the next step runs, "sync" before the next step starts, "exit"
 #: only when the run ends.
+#: The floor's line under each invoke figure.
+FLOOR_LINE = "  DurableFloor (1 statement a call)"
 TARGETS: dict[str, str] = {"async": "target <= 0.80", "sync": "target <= 0.90", "exit": "target <= 1.00"}
 
 
@@ -118,17 +121,69 @@ def peer_kwargs(schema: str) -> dict[str, Any]:
 
 @contextmanager
 def schemas() -> Iterator[tuple[str, str, str]]:
-    """Fresh schemas for the peer, for us, and for us with ``message_cache``."""
+    """Fresh schemas for the peer, for us, and for us with ``message_cache`` (and one for the floor's table,
+    ``FLOOR_SCHEMA``, dropped with them)."""
     tag = uuid.uuid4().hex[:8]
     peer, ours, cached = f"bench_peer_{tag}", f"bench_ours_{tag}", f"bench_cached_{tag}"
+    floor = FLOOR_SCHEMA.format(tag=tag)
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(peer)))
     try:
         yield peer, ours, cached
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:
-            for s in (peer, ours, cached):
+            for s in (peer, ours, cached, floor):
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(s)))
+
+
+#: The floor's schema, named after the peer's (``bench_peer_<tag>``): ``FLOOR_SCHEMA.format(tag=tag)``.
+FLOOR_SCHEMA = "bench_floor_{tag}"
+
+
+class DurableFloor(InMemorySaver):
+    """The bound for a durable saver: LangGraph's InMemorySaver (its serialization included) plus, per call,
+    one single-row statement on a pool of its own: ``put`` and ``put_writes`` INSERT the bytes they
+    serialized (one durable commit each), ``get_tuple`` runs ``SELECT 1`` (the read's round trip). No lock,
+    no check, nothing another process could read back: not a saver, the least any durable saver pays with
+    LangGraph's call pattern, to tell how far a target is from what the machine allows."""
+
+    def __init__(self, peer_schema: str, size: int) -> None:
+        """Its table in a schema of its own (named after ``peer_schema``), on a new pool of ``size``
+        connections; ``close()`` closes the pool."""
+        super().__init__()
+        schema = FLOOR_SCHEMA.format(tag=peer_schema.rsplit("_", 1)[-1])
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {}.calls (thread text, id text, data bytea)")
+                         .format(sql.Identifier(schema)))
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            DSN, min_size=size, max_size=size, open=True,
+            kwargs={"autocommit": True, "options": f"-c search_path={schema}"})
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def _execute(self, query: str, params: tuple[Any, ...] = ()) -> None:
+        with self._pool.connection() as conn:
+            conn.execute(query, params)
+
+    def get_tuple(self, config: RunnableConfig) -> Any:
+        self._execute("SELECT 1")
+        return super().get_tuple(config)
+
+    def put(self, config: RunnableConfig, checkpoint: Any, metadata: Any, new_versions: Any) -> RunnableConfig:
+        out = super().put(config, checkpoint, metadata, new_versions)
+        thread, ns = out["configurable"]["thread_id"], out["configurable"]["checkpoint_ns"]
+        data = b"".join(self.blobs[(thread, ns, k, v)][1] for k, v in new_versions.items())
+        self._execute("INSERT INTO calls VALUES (%s, %s, %s)", (thread, checkpoint["id"], data))
+        return out
+
+    def put_writes(self, config: RunnableConfig, writes: Any, task_id: str, task_path: str = "") -> None:
+        super().put_writes(config, writes, task_id, task_path)
+        conf = config["configurable"]
+        stored = self.writes[(conf["thread_id"], conf.get("checkpoint_ns", ""), conf["checkpoint_id"])]
+        data = b"".join(w[2][1] for (t, _), w in stored.items() if t == task_id)
+        self._execute("INSERT INTO calls VALUES (%s, %s, %s)", (conf["thread_id"], task_id, data))
 
 
 def table_bytes(schema: str) -> dict[str, tuple[int, int, int]]:
@@ -306,16 +361,19 @@ def concurrent_puts(saver: BaseCheckpointSaver[Any], workers: int, puts: int, ta
     return workers * puts / (time.perf_counter() - t0)
 
 
-def bench_concurrency(peer_schema: str, ours_schema: str, workers: int, puts: int) -> tuple[float, float]:
-    rates: dict[str, list[float]] = {"peer": [], "ours": []}
+def bench_concurrency(peer_schema: str, ours_schema: str, workers: int, puts: int) -> dict[str, float]:
+    """Median puts/s of the peer, ours and the floor, each on a pool of ``workers`` connections."""
     with ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs=peer_kwargs(peer_schema)) as ppool, \
-            ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs={"autocommit": True}) as opool:
-        peer = PostgresSaver(ppool)  # type: ignore[arg-type]
-        ours = PostgresCheckpointer(opool, schema=ours_schema)
-        for r in range(3):
-            for who, saver in ((("peer", peer), ("ours", ours)) if r % 2 == 0 else (("ours", ours), ("peer", peer))):
-                rates[who].append(concurrent_puts(saver, workers, puts, f"conc{r}"))
-    return statistics.median(rates["peer"]), statistics.median(rates["ours"])
+            ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs={"autocommit": True}) as opool, \
+            closing(DurableFloor(peer_schema, workers)) as floor:
+        savers: dict[str, BaseCheckpointSaver[Any]] = {
+            "peer": PostgresSaver(ppool), "ours": PostgresCheckpointer(opool, schema=ours_schema),  # type: ignore[arg-type]
+            "floor": floor}
+        rates: dict[str, list[float]] = {who: [] for who in savers}
+        for r, order in enumerate(rotations(tuple(savers), 3)):
+            for who in order:
+                rates[who].append(concurrent_puts(savers[who], workers, puts, f"conc{r}"))
+    return {who: statistics.median(xs) for who, xs in rates.items()}
 
 
 def bytes_only(turns: int, threads: int) -> None:
@@ -371,7 +429,8 @@ def main() -> None:
         with ConnectionPool(DSN, min_size=1, max_size=POOL, kwargs=peer_kwargs(peer_schema)) as ppool, \
                 PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema, max_size=POOL) as ours, \
                 PostgresCheckpointer.from_conn_string(DSN, schema=cached_schema, message_cache=CACHE,
-                                                      max_size=POOL) as cached:
+                                                      max_size=POOL) as cached, \
+                closing(DurableFloor(peer_schema, POOL)) as floor:
             peer = PostgresSaver(ppool)  # type: ignore[arg-type]
             peer.setup()
             ours.setup()
@@ -379,8 +438,8 @@ def main() -> None:
             base_peer, base_ours = table_bytes(peer_schema), table_bytes(ours_schema)
             # Round 0 alone first, for the byte count of one 50-turn thread; then the other rounds.
             savers: dict[str, BaseCheckpointSaver[Any]] = {"peer": peer, "ours": ours, "cached": cached,
-                                                            "memory": InMemorySaver()}
-            meters = {"peer": CpuMeter(peer), "ours": CpuMeter(ours)}
+                                                            "memory": InMemorySaver(), "floor": floor}
+            meters = {"peer": CpuMeter(peer), "ours": CpuMeter(ours), "floor": CpuMeter(floor)}
             times = bench_invoke(savers, args.turns, range(1))
             after_peer, after_ours = table_bytes(peer_schema), table_bytes(ours_schema)
             bp = sum(map(sum, after_peer.values())) - sum(map(sum, base_peer.values()))
@@ -394,8 +453,10 @@ def main() -> None:
             lines.append(ratio_line(what, ms["peer"], ms["ours"], "ms", "target <= 0.80"))
             lines.append(ratio_line(f"  with message_cache={CACHE}", ms["peer"], ms["cached"], "ms", "target <= 0.80"))
             lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
+            lines.append(ratio_line(FLOOR_LINE, ms["peer"], ms["floor"], "ms", "-"))
             lines.append(ratio_line("  the saver's client CPU per invoke", cpu["peer"], cpu["ours"], "ms",
                                     "target <= 1.00"))
+            lines.append(ratio_line("    the floor's", cpu["peer"], cpu["floor"], "ms", "-"))
             for mode in args.durability:
                 if mode == "async":
                     continue
@@ -404,6 +465,7 @@ def main() -> None:
                 lines.append(ratio_line(f"invoke, durability={mode!r}", m["peer"], m["ours"], "ms", TARGETS[mode]))
                 lines.append(ratio_line(f"  with message_cache={CACHE}", m["peer"], m["cached"], "ms", TARGETS[mode]))
                 lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", m["peer"], m["memory"], "ms", "-"))
+                lines.append(ratio_line(FLOOR_LINE, m["peer"], m["floor"], "ms", "-"))
             p, o = bench_list(peer, ours)
             list_line = ratio_line("list(limit=100) on that thread", p, o, "ms", "target <= 0.10")
             p, o = bench_get_tuple(peer, ours)
@@ -421,8 +483,10 @@ def main() -> None:
             lines.append(ratio_line("  InMemorySaver (no I/O: the bound)", ms["peer"], ms["memory"], "ms", "-"))
         lines.append(list_line)
         lines.append(get_line)
-        p, o = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
-        lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", p, o, "puts/s", "target >= 2.00"))
+        rate = bench_concurrency(peer_schema, ours_schema, args.workers, args.puts)
+        lines.append(ratio_line(f"{args.workers} workers, one shared saver, pool", rate["peer"], rate["ours"], "puts/s",
+                                "target >= 2.00"))
+        lines.append(ratio_line("  DurableFloor (1 statement a put)", rate["peer"], rate["floor"], "puts/s", "-"))
         lines.append(ratio_line(f"bytes stored, {args.turns}-turn thread", bp / 1024, bo / 1024, "KiB",
                                 "target <= 0.30 at 50 turns, <= 0.15 at 200"))
         lines += detail
