@@ -71,9 +71,9 @@ POOL = 4
 #: The issue's invoke targets (ours / PostgresSaver) in each of LangGraph's durability modes: "async" (its
 #: default) saves a step's checkpoint while the next step runs, "sync" before the next step starts, "exit"
 #: only when the run ends.
+TARGETS: dict[str, str] = {"async": "target <= 0.80", "sync": "target <= 0.90", "exit": "target <= 1.00"}
 #: The floor's line under each invoke figure.
 FLOOR_LINE = "  DurableFloor (1 statement a call)"
-TARGETS: dict[str, str] = {"async": "target <= 0.80", "sync": "target <= 0.90", "exit": "target <= 1.00"}
 
 
 def prose(words: int) -> str:
@@ -121,23 +121,17 @@ def peer_kwargs(schema: str) -> dict[str, Any]:
 
 @contextmanager
 def schemas() -> Iterator[tuple[str, str, str]]:
-    """Fresh schemas for the peer, for us, and for us with ``message_cache`` (and one for the floor's table,
-    ``FLOOR_SCHEMA``, dropped with them)."""
+    """Fresh schemas for the peer, for us, and for us with ``message_cache``."""
     tag = uuid.uuid4().hex[:8]
     peer, ours, cached = f"bench_peer_{tag}", f"bench_ours_{tag}", f"bench_cached_{tag}"
-    floor = FLOOR_SCHEMA.format(tag=tag)
     with psycopg.connect(DSN, autocommit=True) as conn:
         conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(peer)))
     try:
         yield peer, ours, cached
     finally:
         with psycopg.connect(DSN, autocommit=True) as conn:
-            for s in (peer, ours, cached, floor):
+            for s in (peer, ours, cached):
                 conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(s)))
-
-
-#: The floor's schema, named after the peer's (``bench_peer_<tag>``): ``FLOOR_SCHEMA.format(tag=tag)``.
-FLOOR_SCHEMA = "bench_floor_{tag}"
 
 
 class DurableFloor(InMemorySaver):
@@ -147,21 +141,23 @@ class DurableFloor(InMemorySaver):
     no check, nothing another process could read back: not a saver, the least any durable saver pays with
     LangGraph's call pattern, to tell how far a target is from what the machine allows."""
 
-    def __init__(self, peer_schema: str, size: int) -> None:
-        """Its table in a schema of its own (named after ``peer_schema``), on a new pool of ``size``
-        connections; ``close()`` closes the pool."""
+    def __init__(self, size: int) -> None:
+        """Its table in a fresh schema of its own, on a new pool of ``size`` connections; ``close()`` closes
+        the pool and drops the schema."""
         super().__init__()
-        schema = FLOOR_SCHEMA.format(tag=peer_schema.rsplit("_", 1)[-1])
+        self._schema = f"bench_floor_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(DSN, autocommit=True) as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema)))
-            conn.execute(sql.SQL("CREATE TABLE IF NOT EXISTS {}.calls (thread text, id text, data bytea)")
-                         .format(sql.Identifier(schema)))
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self._schema)))
+            conn.execute(sql.SQL("CREATE TABLE {}.calls (thread text, id text, data bytea)")
+                         .format(sql.Identifier(self._schema)))
         self._pool: ConnectionPool[Any] = ConnectionPool(
             DSN, min_size=size, max_size=size, open=True,
-            kwargs={"autocommit": True, "options": f"-c search_path={schema}"})
+            kwargs={"autocommit": True, "options": f"-c search_path={self._schema}"})
 
     def close(self) -> None:
         self._pool.close()
+        with psycopg.connect(DSN, autocommit=True) as conn:
+            conn.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(self._schema)))
 
     def _execute(self, query: str, params: tuple[Any, ...] = ()) -> None:
         with self._pool.connection() as conn:
@@ -365,7 +361,7 @@ def bench_concurrency(peer_schema: str, ours_schema: str, workers: int, puts: in
     """Median puts/s of the peer, ours and the floor, each on a pool of ``workers`` connections."""
     with ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs=peer_kwargs(peer_schema)) as ppool, \
             ConnectionPool(DSN, min_size=workers, max_size=workers, kwargs={"autocommit": True}) as opool, \
-            closing(DurableFloor(peer_schema, workers)) as floor:
+            closing(DurableFloor(workers)) as floor:
         savers: dict[str, BaseCheckpointSaver[Any]] = {
             "peer": PostgresSaver(ppool), "ours": PostgresCheckpointer(opool, schema=ours_schema),  # type: ignore[arg-type]
             "floor": floor}
@@ -430,7 +426,7 @@ def main() -> None:
                 PostgresCheckpointer.from_conn_string(DSN, schema=ours_schema, max_size=POOL) as ours, \
                 PostgresCheckpointer.from_conn_string(DSN, schema=cached_schema, message_cache=CACHE,
                                                       max_size=POOL) as cached, \
-                closing(DurableFloor(peer_schema, POOL)) as floor:
+                closing(DurableFloor(POOL)) as floor:
             peer = PostgresSaver(ppool)  # type: ignore[arg-type]
             peer.setup()
             ours.setup()
